@@ -1,0 +1,91 @@
+"""The method registry: which experiments exist, under which id, with which config.
+
+A method registers its experiment with the ``register`` decorator in its
+``experiment`` module::
+
+    @register("hcc", config=HCCConfig)
+    def run(config: HCCConfig, ctx: RunContext) -> Report: ...
+
+Field and title come from the static catalogue, so ``trustlab list`` can show all
+nineteen methods, implemented or not, without importing any heavy dependency.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from trustlab.core.catalogue import CATALOGUE, MethodInfo, method_info
+from trustlab.core.config import ExperimentConfig
+from trustlab.core.context import RunContext
+from trustlab.core.errors import InputError, UnknownMethodError
+from trustlab.core.report import Report
+
+__all__ = ["Experiment", "get_experiment", "implemented_ids", "is_implemented", "register"]
+
+RunFn = Callable[[ExperimentConfig, RunContext], Report]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    info: MethodInfo
+    config_cls: type[ExperimentConfig]
+    run: RunFn
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+
+_REGISTRY: dict[str, Experiment] = {}
+
+
+def register(method_id: str, *, config: type[ExperimentConfig]) -> Callable[[RunFn], RunFn]:
+    """Register ``fn`` as the experiment of ``method_id`` (one of the catalogue's ids)."""
+    info = method_info(method_id)
+    if not (isinstance(config, type) and issubclass(config, ExperimentConfig)):
+        raise InputError(f"The config of '{method_id}' must subclass ExperimentConfig.")
+
+    def decorate(fn: RunFn) -> RunFn:
+        _REGISTRY[method_id] = Experiment(info, config, fn)
+        return fn
+
+    return decorate
+
+
+def _experiment_module(info: MethodInfo) -> str:
+    return f"trustlab.methods.{info.module}.experiment"
+
+
+def is_implemented(method_id: str) -> bool:
+    """True when the method's experiment module exists (without importing it)."""
+    info = method_info(method_id)
+    if method_id in _REGISTRY:
+        return True
+    try:
+        return importlib.util.find_spec(_experiment_module(info)) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def implemented_ids() -> list[str]:
+    return [info.id for info in CATALOGUE if is_implemented(info.id)]
+
+
+def get_experiment(method_id: str) -> Experiment:
+    """Import the method's experiment module (if needed) and return its registration."""
+    info = method_info(method_id)
+    if method_id not in _REGISTRY:
+        if not is_implemented(method_id):
+            raise UnknownMethodError(
+                f"Method '{method_id}' is not implemented yet. "
+                f"Implemented: {', '.join(implemented_ids()) or 'none'}."
+            )
+        importlib.import_module(_experiment_module(info))
+    if method_id not in _REGISTRY:
+        raise UnknownMethodError(
+            f"Module {_experiment_module(info)} did not register an experiment for '{method_id}'."
+        )
+    return _REGISTRY[method_id]

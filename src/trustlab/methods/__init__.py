@@ -1,0 +1,1 @@
+"""One package per method; the id's dashes become underscores."""

@@ -1,0 +1,36 @@
+import subprocess
+import sys
+
+import pytest
+
+from trustlab.core.catalogue import CATALOGUE
+
+
+def trustlab(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "trustlab.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_version_and_list():
+    out = trustlab("--version")
+    assert out.returncode == 0 and out.stdout.startswith("trustlab ")
+    listing = trustlab("list")
+    assert listing.returncode == 0
+    for info in CATALOGUE:
+        assert info.id in listing.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("run", "no-such-method"), "Unknown method id 'no-such-method'"),
+        (("report", "/nonexistent/dir"), "does not exist"),
+        (("run", "all", "--set", "x=1"), "takes no --config or --set"),
+    ],
+)
+def test_user_errors_are_one_line_exit_2(args, fragment):
+    out = trustlab(*args)
+    assert out.returncode == 2, out.stderr
+    assert fragment in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1

@@ -1,0 +1,81 @@
+from typing import ClassVar, Literal
+
+import pytest
+from pydantic import Field
+
+from trustlab.core import ConfigError, ExperimentConfig, resolve_config
+from trustlab.core.config import parse_overrides
+
+
+class Inner(ExperimentConfig):
+    depth: int = Field(2, ge=1, description="depth")
+
+
+class ToyConfig(ExperimentConfig):
+    alpha: float = Field(0.1, gt=0, lt=1, description="miscoverage")
+    n: int = Field(100, gt=1, description="samples")
+    rule: Literal["mean", "median"] = Field("mean", description="rule")
+    alphas: list[float] = Field([0.1, 0.2], description="several")
+    inner: Inner = Field(Inner(), description="nested")
+    QUICK: ClassVar[dict] = {"n": 10}
+
+
+def test_precedence_defaults_quick_file_set(tmp_path):
+    assert resolve_config(ToyConfig).n == 100
+    assert resolve_config(ToyConfig, quick=True).n == 10
+    f = tmp_path / "c.yaml"
+    f.write_text("n: 20\nalpha: 0.3\n")
+    cfg = resolve_config(ToyConfig, quick=True, file=f)
+    assert (cfg.n, cfg.alpha) == (20, 0.3)
+    cfg = resolve_config(ToyConfig, quick=True, file=f, overrides=["n=30", "inner.depth=4"])
+    assert (cfg.n, cfg.alpha, cfg.inner.depth) == (30, 0.3, 4)
+
+
+def test_overrides_parse_yaml_values():
+    assert parse_overrides(["a=[1, 2]", "b.c=x", "d=1e-3", "e=true"]) == {
+        "a": [1, 2], "b": {"c": "x"}, "d": 1e-3, "e": True
+    }
+    cfg = resolve_config(ToyConfig, overrides=["alphas=[0.01,0.05]", "rule=median"])
+    assert cfg.alphas == [0.01, 0.05] and cfg.rule == "median"
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("bogus=1", "Unknown config key 'bogus'"),
+        ("alpha=1.5", "'alpha' parameter"),
+        ("rule=mode", "'rule' parameter"),
+        ("n=abc", "'n' parameter"),
+        ("inner.depth=0", "'inner.depth' parameter"),
+        ("novalue", "key=value"),
+    ],
+)
+def test_bad_overrides_are_one_line_config_errors(override, fragment):
+    with pytest.raises(ConfigError) as info:
+        resolve_config(ToyConfig, overrides=[override], method_id="toy")
+    message = str(info.value)
+    assert fragment in message and "\n" not in message
+
+
+def test_unknown_key_lists_valid_keys():
+    with pytest.raises(ConfigError, match="Valid keys: alpha, alphas, inner, n, rule"):
+        resolve_config(ToyConfig, overrides=["bogus=1"])
+
+
+def test_bad_yaml_file(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("a: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        resolve_config(ToyConfig, file=f)
+    with pytest.raises(ConfigError, match="does not exist"):
+        resolve_config(ToyConfig, file=tmp_path / "missing.yaml")
+    g = tmp_path / "list.yaml"
+    g.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        resolve_config(ToyConfig, file=g)
+
+
+def test_config_is_frozen():
+    cfg = resolve_config(ToyConfig)
+    with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen error type
+        cfg.n = 3  # type: ignore[misc]

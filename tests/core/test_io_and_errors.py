@@ -1,0 +1,40 @@
+import json
+
+import numpy as np
+import pytest
+
+from trustlab.core.errors import (
+    ConfigError,
+    InputError,
+    MissingDependencyError,
+    TrustlabError,
+    UnknownMethodError,
+)
+from trustlab.core.io import atomic_write, write_json_atomic, write_text_atomic
+
+
+def test_atomic_write_keeps_old_file_when_interrupted(tmp_path):
+    target = tmp_path / "result.json"
+    write_text_atomic(target, "old")
+    with pytest.raises(RuntimeError), atomic_write(target) as handle:
+        handle.write("half")
+        raise RuntimeError("crash in the middle")
+    assert target.read_text() == "old"
+    assert list(tmp_path.iterdir()) == [target]  # no temp file left behind
+
+
+def test_json_handles_numpy_and_rejects_nan(tmp_path):
+    path = write_json_atomic(tmp_path / "a" / "b.json", {"x": np.float32(1.5), "y": np.arange(3)})
+    assert json.loads(path.read_text()) == {"x": 1.5, "y": [0, 1, 2]}
+    with pytest.raises(ValueError):
+        write_json_atomic(tmp_path / "c.json", {"x": float("nan")})
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_error_tree_and_one_line_messages():
+    assert issubclass(ConfigError, ValueError) and issubclass(ConfigError, TrustlabError)
+    assert issubclass(InputError, ValueError)
+    assert str(InputError("two\n  lines")) == "two lines"
+    assert str(UnknownMethodError("no such id")) == "no such id"  # not quoted like KeyError
+    err = MissingDependencyError.for_package("onnxruntime", "verify", "Sampling ONNX networks")
+    assert "pip install 'trustlab[verify]'" in str(err) and isinstance(err, ImportError)
