@@ -118,3 +118,25 @@ def test_method_has_docs_benchmark_and_readme_row(method_id):
     readme = (REPO_ROOT / "README.md").read_text()
     row = next((line for line in readme.splitlines() if line.startswith(f"| `{method_id}` ")), "")
     assert "implemented" in row, f"README row of {method_id} should say it is implemented"
+
+
+def test_readme_table_matches_registry():
+    """No method is called implemented before it is, and every implemented one says so."""
+    from trustlab.core.catalogue import CATALOGUE
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    for info in CATALOGUE:
+        row = next((ln for ln in readme.splitlines() if ln.startswith(f"| `{info.id}` ")), None)
+        assert row is not None, f"README has no row for {info.id}"
+        status = row.split("|")[4].strip()
+        implemented = status.startswith("implemented")
+        assert implemented == (info.id in IDS), (info.id, status)
+        assert implemented or status == "planned", (info.id, status)
+
+
+@pytest.mark.parametrize("method_id", IDS)
+def test_docs_page_documents_every_config_key(method_id):
+    page = (REPO_ROOT / "docs" / "methods" / f"{method_id}.md").read_text()
+    config_cls = get_experiment(method_id).config_cls
+    missing = [name for name in config_cls.model_fields if f"`{name}`" not in page]
+    assert not missing, f"docs/methods/{method_id}.md lacks config keys {missing}; paste `trustlab config {method_id}`"

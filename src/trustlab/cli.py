@@ -110,6 +110,17 @@ def report(
     typer.echo(f"{len(find_reports(directory))} report(s) indexed: {index}")
 
 
+@app.command("config")
+def config_command(
+    method: Annotated[str, typer.Argument(help="A method id.")],
+) -> None:
+    """Print the config reference of a method (keys, types, defaults, quick preset) as Markdown."""
+    from trustlab.core.config import config_reference
+    from trustlab.core.registry import get_experiment
+
+    typer.echo(config_reference(get_experiment(method).config_cls))
+
+
 def _print_result(result) -> None:  # type: ignore[no-untyped-def]
     headline = ", ".join(f"{k}={_short(v)}" for k, v in result.report.headline.items())
     typer.echo(f"[{result.report.method_id}] {headline}")

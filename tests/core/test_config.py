@@ -79,3 +79,12 @@ def test_config_is_frozen():
     cfg = resolve_config(ToyConfig)
     with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen error type
         cfg.n = 3  # type: ignore[misc]
+
+
+def test_config_reference_lists_every_field():
+    from trustlab.core.config import config_reference
+
+    table = config_reference(ToyConfig)
+    for name in ToyConfig.model_fields:
+        assert f"`{name}`" in table
+    assert "gt 0" in table and "`10`" in table  # constraints and the quick preset are shown

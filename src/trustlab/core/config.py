@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from trustlab.core.errors import ConfigError
 
-__all__ = ["ExperimentConfig", "parse_overrides", "resolve_config"]
+__all__ = ["ExperimentConfig", "config_reference", "parse_overrides", "resolve_config"]
 
 
 class ExperimentConfig(BaseModel):
@@ -119,3 +119,29 @@ def _describe_validation_error(
     got = err.get("input")
     got_text = f" Got {got!r}." if not isinstance(got, dict) else ""
     return f"The '{loc}' parameter{owner} is invalid: {err['msg']}.{got_text}{more}"
+
+
+def config_reference(config_cls: type[ExperimentConfig]) -> str:
+    """A Markdown table of the config's fields (name, type, default, quick preset, description).
+
+    Docs pages paste it under "Config reference"; ``trustlab config <id>`` prints it.
+    """
+    lines = ["| key | type | default | quick | description |", "|---|---|---|---|---|"]
+    for name, field in config_cls.model_fields.items():
+        annotation = getattr(field.annotation, "__name__", None) or str(field.annotation)
+        annotation = annotation.replace("typing.", "")
+        default = field.get_default(call_default_factory=True)
+        if isinstance(default, BaseModel):
+            default = default.model_dump(mode="json")
+        quick = config_cls.QUICK.get(name, "")
+        constraints = [
+            f"{kind} {getattr(item, kind)}"
+            for item in field.metadata
+            for kind in ("gt", "ge", "lt", "le")
+            if hasattr(item, kind)
+        ]
+        desc = (field.description or "") + (f" ({', '.join(constraints)})" if constraints else "")
+        cells = [f"`{name}`", f"`{annotation}`", f"`{default!r}`",
+                 f"`{quick!r}`" if name in config_cls.QUICK else "", desc]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
