@@ -1,0 +1,48 @@
+"""Shared statistics substrate: conformal ranks, binomial bounds, calibration, bootstrap.
+
+Every interval and threshold here states its ``alpha`` (the miscoverage) or
+``confidence_level`` explicitly; bad arguments raise ``trustlab.core.errors.InputError``.
+"""
+
+from trustlab.stats.binomial import (
+    beta_posterior_quantile,
+    clopper_pearson,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    hoeffding,
+    jeffreys,
+    wilson,
+)
+from trustlab.stats.bootstrap import BootstrapResult, bootstrap_ci
+from trustlab.stats.calibration import (
+    CalibrationBins,
+    calibration_bins,
+    calibration_by_cell,
+    classwise_ece,
+    ece,
+    reliability_diagram,
+    worst_cell_ece,
+)
+from trustlab.stats.conformal import conformal_pvalues, conformal_quantile, conformal_rank
+
+__all__ = [
+    "BootstrapResult",
+    "CalibrationBins",
+    "beta_posterior_quantile",
+    "bootstrap_ci",
+    "calibration_bins",
+    "calibration_by_cell",
+    "classwise_ece",
+    "clopper_pearson",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
+    "conformal_pvalues",
+    "conformal_quantile",
+    "conformal_rank",
+    "ece",
+    "hoeffding",
+    "jeffreys",
+    "reliability_diagram",
+    "wilson",
+    "worst_cell_ece",
+]
