@@ -1,0 +1,284 @@
+"""Hierarchical Conformal Classification (HCC): conformal prediction sets made of hierarchy nodes.
+
+For a test point with class scores ``s(x, k)`` (LAC, APS or RAPS) and a threshold ``tau``, let
+``L_tau(x) = {k : s(x, k) <= tau}`` be the flat conformal set. HCC answers with the antichain
+of nodes ``C_tau(x)`` that covers ``L_tau(x)`` at the least cost
+
+    cost(A) = sum_{v in A} (n_leaves(v) + lambda)        (lambda = ``node_penalty``)
+
+computed by a bottom-up tree DP. The covered sets are nested in ``tau``, so calibrating ``tau``
+by split conformal on the score ``s_HCC(x, y) = min{tau : y covered by C_tau(x)}`` gives
+``P(Y in C(X)) >= 1 - alpha`` in finite samples. The proofs are in docs/methods/hcc.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from trustlab.core.errors import InputError, NotFittedError
+from trustlab.methods.hcc.hierarchy import Hierarchy, NodeSets, min_cost_cover
+from trustlab.stats import conformal_quantile
+
+__all__ = [
+    "HCC",
+    "ScoreName",
+    "check_alpha",
+    "check_labels",
+    "coverage",
+    "first_cover_scores",
+    "leaf_scores",
+    "mean_depth",
+    "mean_leaves",
+    "mean_nodes",
+]
+
+ScoreName = Literal["lac", "aps", "raps"]
+_SCORES = ("lac", "aps", "raps")
+
+
+def check_alpha(alpha: float, where: str) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float | np.floating):
+        raise InputError(
+            f"The 'alpha' parameter of {where} must be a float in (0, 1). Got {alpha!r}."
+        )
+    if not 0.0 < float(alpha) < 1.0:
+        raise InputError(f"The 'alpha' parameter of {where} must be in (0, 1). Got {alpha}.")
+    return float(alpha)
+
+
+def check_labels(y: ArrayLike, n: int, n_classes: int, where: str) -> NDArray[np.int64]:
+    arr = np.asarray(y)
+    if arr.shape != (n,):
+        raise InputError(
+            f"The 'y_cal' parameter of {where} must have shape ({n},) like the probabilities. "
+            f"Got {arr.shape}."
+        )
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise InputError(f"The 'y_cal' parameter of {where} must hold integer class indices.")
+    arr = arr.astype(np.int64)
+    if arr.size and (arr.min() < 0 or arr.max() >= n_classes):
+        raise InputError(
+            f"The 'y_cal' parameter of {where} must hold class indices in [0, {n_classes}). "
+            f"Got values in [{arr.min()}, {arr.max()}]."
+        )
+    return arr
+
+
+def leaf_scores(
+    probs: NDArray[np.float64],
+    score: str = "lac",
+    *,
+    raps_lambda: float = 0.01,
+    raps_k_reg: int = 1,
+) -> NDArray[np.float64]:
+    """Non-conformity score of every class, ``(n, n_classes)``; large means unlikely.
+
+    - ``lac``: ``1 - p_k`` (least ambiguous set-valued classifier, Sadinle et al. 2019).
+    - ``aps``: the probability mass of the classes ranked at or above ``k`` (Romano et al.
+      2020), not randomised, so the sets are deterministic.
+    - ``raps``: APS plus ``raps_lambda * max(0, rank_k - raps_k_reg)`` with 1-based ranks
+      (Angelopoulos et al. 2021).
+    For every score, ``{k : s_k <= tau}`` grows with ``tau``. Ties in ``p`` are ranked by
+    class index so that APS/RAPS sets stay nested prefixes of one ranking.
+    """
+    if score not in _SCORES:
+        raise InputError(f"The 'score' parameter must be one of {list(_SCORES)}. Got {score!r}.")
+    if score == "lac":
+        return 1.0 - probs
+    order = np.argsort(-probs, axis=1, kind="stable")
+    sorted_p = np.take_along_axis(probs, order, axis=1)
+    cum = np.cumsum(sorted_p, axis=1)
+    out = np.empty_like(probs)
+    np.put_along_axis(out, order, cum, axis=1)
+    if score == "raps":
+        ranks = np.empty_like(order)
+        np.put_along_axis(ranks, order, np.arange(1, probs.shape[1] + 1)[None, :], axis=1)
+        out = out + raps_lambda * np.maximum(0, ranks - raps_k_reg)
+    return out
+
+
+def first_cover_scores(
+    hierarchy: Hierarchy,
+    scores: NDArray[np.float64],
+    y: NDArray[np.int64],
+    cover: Callable[[NDArray[np.bool_]], NDArray[np.bool_]],
+) -> NDArray[np.float64]:
+    """The least threshold at which ``cover`` of the flat set covers the label, per row.
+
+    ``cover`` maps a ``(n, n_classes)`` mask of required classes to an ``(n, n_nodes)`` node
+    membership. The covered set changes only at a row's own class scores and, for the covers
+    used here, grows with the threshold, so a vectorised binary search over each row's sorted
+    scores is exact (see docs/methods/hcc.md). At the label's own score the label is in the
+    flat set and therefore covered, which bounds the search.
+    """
+    n = scores.shape[0]
+    sorted_s = np.sort(scores, axis=1)
+    rows = np.arange(n)
+    lo = np.zeros(n, dtype=np.int64)
+    hi = (sorted_s <= scores[rows, y][:, None]).sum(axis=1) - 1
+    while True:
+        idx = np.flatnonzero(lo < hi)
+        if not idx.size:
+            break
+        mid = (lo[idx] + hi[idx]) // 2
+        tau = sorted_s[idx, mid]
+        sel = cover(scores[idx] <= tau[:, None])
+        cov = NodeSets(hierarchy, sel).covered[np.arange(idx.size), y[idx]]
+        hi[idx] = np.where(cov, mid, hi[idx])
+        lo[idx] = np.where(cov, lo[idx], mid + 1)
+    return sorted_s[rows, lo]
+
+
+class HCC:
+    """Hierarchical Conformal Classification: coverage-guaranteed sets of hierarchy nodes.
+
+    Parameters
+    ----------
+    hierarchy
+        A :class:`Hierarchy`, a parent map, a nested dict or a ``networkx.DiGraph``.
+    alpha
+        Miscoverage level (the paper's alpha): sets cover the true class with probability
+        at least ``1 - alpha`` over calibration and test draws.
+    node_penalty
+        lambda in the cost ``leaves covered + lambda * nodes``: how many extra classes one is
+        willing to cover to save one node. ``0`` gives the flat conformal set; a value above
+        the number of classes gives a single node (the LCA of the flat set).
+    score
+        Class non-conformity score: ``"lac"`` (default), ``"aps"`` or ``"raps"``.
+    mondrian
+        Class-conditional (Mondrian) calibration: coverage ``>= 1 - alpha`` for every class.
+    raps_lambda, raps_k_reg
+        RAPS regularisation (used only with ``score="raps"``).
+
+    Attributes (after ``fit``): ``hierarchy_``, ``threshold_`` (the calibrated tau; per class
+    with ``mondrian=True``), ``cal_scores_`` (the calibration HCC scores), ``n_cal_``.
+    """
+
+    def __init__(
+        self,
+        hierarchy: object,
+        alpha: float = 0.1,
+        *,
+        node_penalty: float = 1.0,
+        score: ScoreName = "lac",
+        mondrian: bool = False,
+        raps_lambda: float = 0.01,
+        raps_k_reg: int = 1,
+    ) -> None:
+        self.hierarchy = hierarchy
+        self.alpha = alpha
+        self.node_penalty = node_penalty
+        self.score = score
+        self.mondrian = mondrian
+        self.raps_lambda = raps_lambda
+        self.raps_k_reg = raps_k_reg
+
+    def _check_params(self) -> None:
+        check_alpha(self.alpha, "HCC")
+        lam = self.node_penalty
+        if isinstance(lam, bool) or not isinstance(lam, int | float) or not lam >= 0:
+            raise InputError(
+                f"The 'node_penalty' parameter of HCC must be a number >= 0. Got {lam!r}."
+            )
+        if self.score not in _SCORES:
+            raise InputError(
+                f"The 'score' parameter of HCC must be one of {list(_SCORES)}. Got {self.score!r}."
+            )
+
+    def _scores(self, probs: NDArray[np.float64]) -> NDArray[np.float64]:
+        return leaf_scores(
+            probs, self.score, raps_lambda=self.raps_lambda, raps_k_reg=self.raps_k_reg
+        )
+
+    def fit(self, probs_cal: ArrayLike, y_cal: ArrayLike) -> HCC:
+        """Calibrate the threshold on held-out class probabilities and true class indices."""
+        self._check_params()
+        h = Hierarchy.build(self.hierarchy)
+        p = h.check_probs(probs_cal, "probs_cal", "HCC.fit")
+        y = check_labels(y_cal, p.shape[0], h.n_classes, "HCC.fit")
+        s = self._scores(p)
+        if self.mondrian:
+            thr = np.empty(h.n_classes)
+            for k in range(h.n_classes):
+                sk = s[y == k, k]
+                if sk.size == 0:
+                    raise InputError(
+                        f"Mondrian calibration needs calibration points of every class; "
+                        f"class '{h.classes[k]}' has none."
+                    )
+                thr[k] = conformal_quantile(sk, self.alpha)
+            self.cal_scores_ = s[np.arange(p.shape[0]), y]
+            self.threshold_ = thr
+            self.y_cal_ = y
+        else:
+            lam = float(self.node_penalty)
+            cal = first_cover_scores(h, s, y, lambda req: min_cost_cover(h, req, lam))
+            self.cal_scores_ = cal
+            self.threshold_ = conformal_quantile(cal, self.alpha)
+        self.hierarchy_ = h
+        self.n_cal_ = int(p.shape[0])
+        return self
+
+    def set_alpha(self, alpha: float) -> HCC:
+        """Re-derive the threshold for a new ``alpha`` from the stored calibration scores.
+
+        The calibration scores do not depend on ``alpha``, so this equals a fresh ``fit``.
+        """
+        self._check_fitted("set_alpha")
+        self.alpha = check_alpha(alpha, "HCC")
+        if self.mondrian:
+            self.threshold_ = np.array(
+                [
+                    conformal_quantile(self.cal_scores_[self.y_cal_ == k], self.alpha)
+                    for k in range(self.hierarchy_.n_classes)
+                ]
+            )
+        else:
+            self.threshold_ = conformal_quantile(self.cal_scores_, self.alpha)
+        return self
+
+    def _check_fitted(self, step: str) -> None:
+        if not hasattr(self, "threshold_"):
+            raise NotFittedError(f"This HCC is not fitted yet; call 'fit' before '{step}'.")
+
+    def required(self, probs_test: ArrayLike) -> NDArray[np.bool_]:
+        """The flat conformal set ``L_tau(x)`` that each HCC set must cover, ``(n, n_classes)``."""
+        self._check_fitted("required")
+        p = self.hierarchy_.check_probs(probs_test, "probs_test", "HCC.predict")
+        s = self._scores(p)
+        return s <= (self.threshold_[None, :] if self.mondrian else self.threshold_)
+
+    def predict(self, probs_test: ArrayLike) -> NodeSets:
+        """Prediction sets of nodes, one antichain per test point."""
+        self._check_fitted("predict")
+        req = self.required(probs_test)
+        sel = min_cost_cover(self.hierarchy_, req, float(self.node_penalty))
+        return NodeSets(self.hierarchy_, sel)
+
+
+# -- metrics (functions, for symmetry with sklearn.metrics) -------------------------------
+def coverage(sets: NodeSets, y: ArrayLike) -> float:
+    """Fraction of points whose set covers the true class."""
+    return sets.coverage(y)
+
+
+def mean_leaves(sets: NodeSets) -> float:
+    """Mean number of classes covered per set."""
+    return sets.mean_leaves()
+
+
+def mean_nodes(sets: NodeSets) -> float:
+    """Mean number of nodes per set."""
+    return sets.mean_nodes()
+
+
+def mean_depth(sets: NodeSets) -> float:
+    """Mean (over non-empty sets) of the mean node depth of each set; root has depth 0."""
+    return sets.mean_depth()
