@@ -1,0 +1,145 @@
+"""Closed forms and analytic outer bounds for the boundary of all tests ([0, 1]-valued f).
+
+* ``gaussian_roc``: the exact boundary between N(0, I) and N(mu, I) -- the Neyman-Pearson /
+  ROC trade-off ``B(t) = Phi(Phi^-1(t) + |mu|)``.
+* ``gaussian_hockey_stick``: ``H_gamma(Q || P) = sup_A Q(A) - gamma P(A)``, the intercept of the
+  boundary's supporting line of slope ``gamma``; ``hockey_stick_envelope`` rebuilds the boundary
+  as ``inf_gamma gamma t + H_gamma``.
+* ``fdiv_boundary``: the data-processing outer bound. A test pushes P and Q to Bernoulli(t)
+  and Bernoulli(q), so ``D(Bern(q) || Bern(t)) <= D(Q || P)`` for every f-divergence D; the
+  boundary is bounded by the largest such ``q`` (binary-divergence inversion; for KL it is
+  also what Donsker-Varadhan gives after optimising over the tilt).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import optimize, special, stats
+
+from trustlab.core.errors import InputError
+
+__all__ = [
+    "Divergence",
+    "binary_divergence",
+    "fdiv_boundary",
+    "fdiv_lower_boundary",
+    "gaussian_divergence",
+    "gaussian_hockey_stick",
+    "gaussian_roc",
+    "hockey_stick_envelope",
+]
+
+Divergence = Literal["kl", "reverse_kl", "hellinger", "chi2", "tv"]
+_DIVERGENCES = ("kl", "reverse_kl", "hellinger", "chi2", "tv")
+
+
+def _out(x: NDArray[np.float64]) -> float | NDArray[np.float64]:
+    return float(x) if np.ndim(x) == 0 else x
+
+
+def gaussian_roc(t: ArrayLike, mu: float) -> float | NDArray[np.float64]:
+    """Exact upper boundary of all tests between P = N(0, I) and Q = N(mu, I), ``mu = |mean shift|``.
+
+    ``B(t) = Phi(Phi^-1(t) + mu)``; the lower boundary is ``Phi(Phi^-1(t) - mu)``
+    (pass ``-mu``). The IPM (total variation) is ``2 Phi(mu / 2) - 1``.
+    """
+    t = np.clip(np.asarray(t, dtype=np.float64), 0.0, 1.0)
+    return _out(special.ndtr(special.ndtri(t) + float(mu)))
+
+
+def gaussian_hockey_stick(gamma: ArrayLike, mu: float) -> float | NDArray[np.float64]:
+    """``H_gamma(Q || P)`` for P = N(0, 1), Q = N(mu, 1), mu > 0, gamma > 0 (Gaussian-DP formula)."""
+    gamma = np.asarray(gamma, dtype=np.float64)
+    if np.any(gamma <= 0) or mu <= 0:
+        raise InputError("gaussian_hockey_stick needs gamma > 0 and mu > 0.")
+    c = np.log(gamma) / mu
+    return _out(special.ndtr(mu / 2 - c) - gamma * special.ndtr(-mu / 2 - c))
+
+
+def hockey_stick_envelope(
+    t: ArrayLike, gammas: ArrayLike, h: ArrayLike
+) -> float | NDArray[np.float64]:
+    """``min_k gamma_k t + H_k``: the envelope of supporting lines, an outer bound of ``B(t)``."""
+    t = np.asarray(t, dtype=np.float64)
+    gammas = np.asarray(gammas, dtype=np.float64)
+    h = np.asarray(h, dtype=np.float64)
+    lines = np.multiply.outer(t, gammas) + h
+    return _out(np.minimum(np.min(lines, axis=-1), 1.0))
+
+
+def binary_divergence(
+    q: ArrayLike, t: ArrayLike, divergence: Divergence = "kl"
+) -> float | NDArray[np.float64]:
+    """``D(Bern(q) || Bern(t))`` with ``D(Q || P) = E_P phi(dQ/dP)``; ``q`` plays Q, ``t`` plays P.
+
+    ``kl``: KL(Q||P); ``reverse_kl``: KL(P||Q); ``hellinger``: ``int (sqrt dQ - sqrt dP)^2``
+    (no 1/2); ``chi2``: chi^2(Q||P); ``tv``: total variation.
+    """
+    q = np.clip(np.asarray(q, dtype=np.float64), 0.0, 1.0)
+    t = np.clip(np.asarray(t, dtype=np.float64), 0.0, 1.0)
+    if divergence == "kl":
+        d = special.rel_entr(q, t) + special.rel_entr(1 - q, 1 - t)
+    elif divergence == "reverse_kl":
+        d = special.rel_entr(t, q) + special.rel_entr(1 - t, 1 - q)
+    elif divergence == "hellinger":
+        d = (np.sqrt(q) - np.sqrt(t)) ** 2 + (np.sqrt(1 - q) - np.sqrt(1 - t)) ** 2
+    elif divergence == "chi2":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d = np.where(q == t, 0.0, (q - t) ** 2 / (t * (1 - t)))
+        d = np.nan_to_num(d, nan=np.inf)
+    elif divergence == "tv":
+        d = np.abs(q - t)
+    else:
+        raise InputError(f"The 'divergence' parameter must be one of {_DIVERGENCES}. Got {divergence!r}.")
+    return _out(d)
+
+
+def gaussian_divergence(mu: float, divergence: Divergence = "kl") -> float:
+    """``D(N(mu, I) || N(0, I))`` for the divergences of ``binary_divergence``."""
+    mu = abs(float(mu))
+    values = {
+        "kl": mu**2 / 2,
+        "reverse_kl": mu**2 / 2,
+        "hellinger": 2 * (1 - np.exp(-(mu**2) / 8)),
+        "chi2": float(np.expm1(mu**2)),
+        "tv": 2 * stats.norm.cdf(mu / 2) - 1,
+    }
+    if divergence not in values:
+        raise InputError(f"The 'divergence' parameter must be one of {_DIVERGENCES}. Got {divergence!r}.")
+    return float(values[divergence])
+
+
+def _invert(t: float, value: float, divergence: Divergence, upper: bool) -> float:
+    end = 1.0 if upper else 0.0
+    if float(binary_divergence(end, t, divergence)) <= value:
+        return end
+
+    def excess(q: float) -> float:
+        return float(binary_divergence(q, t, divergence)) - value
+
+    return float(optimize.brentq(excess, *((t, end) if upper else (end, t)), xtol=1e-15))
+
+
+def fdiv_boundary(
+    t: ArrayLike, value: float, divergence: Divergence = "kl"
+) -> float | NDArray[np.float64]:
+    """Outer bound on the test boundary from ``D(Q || P) <= value``: ``max{q : D(q || t) <= value}``."""
+    if not value >= 0:
+        raise InputError(f"The 'value' parameter of fdiv_boundary must be >= 0. Got {value}.")
+    t = np.asarray(t, dtype=np.float64)
+    res = np.vectorize(lambda s: _invert(float(np.clip(s, 0, 1)), value, divergence, True))(t)
+    return _out(np.asarray(res, dtype=np.float64))
+
+
+def fdiv_lower_boundary(
+    t: ArrayLike, value: float, divergence: Divergence = "kl"
+) -> float | NDArray[np.float64]:
+    """Outer bound on the lower boundary: ``min{q : D(q || t) <= value}``."""
+    if not value >= 0:
+        raise InputError(f"The 'value' parameter of fdiv_lower_boundary must be >= 0. Got {value}.")
+    t = np.asarray(t, dtype=np.float64)
+    res = np.vectorize(lambda s: _invert(float(np.clip(s, 0, 1)), value, divergence, False))(t)
+    return _out(np.asarray(res, dtype=np.float64))

@@ -1,0 +1,233 @@
+"""What every Integral Probability Boundary estimator shares.
+
+For a class F of functions, the joint range ``R_F(P, Q) = {(E_P f, E_Q f) : f in F}`` has an
+upper boundary ``B(t) = sup{E_Q f : f in F, E_P f <= t}`` and a lower boundary
+``L(t) = inf{E_Q f : f in F, E_P f >= t}``; both are nondecreasing, so for every ``f in F``
+
+    L(E_P f) <= E_Q f <= B(E_P f).
+
+An estimator computes the plug-in boundary ``B_hat`` between the empirical measures and two
+uniform deviations ``eps_p``/``eps_q`` (``sup_f |E_P f - E_Pn f| <= eps_p`` with the stated
+probability, likewise for Q). On that event the true boundary is sandwiched:
+``B(t) <= B_hat(t + eps_p) + eps_q`` and ``L(t) >= L_hat(t - eps_p) - eps_q``. Subclasses that
+have a sharper band (the Clopper-Pearson staircase of ``TestBoundary``) override ``upper``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import optimize
+
+from trustlab.core.errors import InputError, NotFittedError
+from trustlab.stats import clopper_pearson
+
+__all__ = ["BoundaryEstimator", "TargetBound", "check_delta", "check_samples"]
+
+
+def check_delta(delta: float, name: str, where: str) -> float:
+    if isinstance(delta, bool) or not isinstance(delta, int | float | np.floating):
+        raise InputError(f"The '{name}' parameter of {where} must be a float in (0, 1). Got {delta!r}.")
+    if not 0.0 < float(delta) < 1.0:
+        raise InputError(f"The '{name}' parameter of {where} must be in (0, 1). Got {delta}.")
+    return float(delta)
+
+
+def check_samples(x: ArrayLike, name: str, where: str, min_n: int = 2) -> NDArray[np.float64]:
+    """Samples as an (n, d) float array; a 1-D array is n points in one dimension."""
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"The '{name}' parameter of {where} must be numeric.") from exc
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2 or arr.shape[0] < min_n:
+        raise InputError(
+            f"The '{name}' parameter of {where} must hold at least {min_n} points as an (n,) or "
+            f"(n, d) array. Got shape {np.shape(x)}."
+        )
+    if not np.all(np.isfinite(arr)):
+        raise InputError(f"The '{name}' parameter of {where} must be finite (no NaN or inf).")
+    return arr
+
+
+@dataclass(frozen=True)
+class TargetBound:
+    """A confidence interval for ``E_Q f`` pushed through the boundary.
+
+    ``source_lower``/``source_upper`` is the Clopper-Pearson interval on ``E_P f``;
+    ``lower``/``upper`` bound ``E_Q f``; the statement holds with probability at least
+    ``1 - miscoverage`` (union bound of the boundary band and the binomial interval).
+    """
+
+    lower: float
+    upper: float
+    source_lower: float
+    source_upper: float
+    miscoverage: float
+
+    @property
+    def width(self) -> float:
+        return self.upper - self.lower
+
+
+class BoundaryEstimator:
+    """Base class: evaluation, band, IPM, inversion and propagation over a fitted boundary.
+
+    Subclasses set ``eps_p_``, ``eps_q_``, ``delta`` and ``domain_`` (the range of ``E_P f``
+    over the class) in ``fit`` and implement ``_upper_hat`` (the empirical upper boundary,
+    nondecreasing) and ``_lower_hat``.
+    """
+
+    delta: float
+    eps_p_: float
+    eps_q_: float
+    domain_: tuple[float, float]
+    _NAME = "BoundaryEstimator"
+
+    # -- to implement --------------------------------------------------------------
+    def _upper_hat(self, t: NDArray[np.float64]) -> NDArray[np.float64]:
+        raise NotImplementedError
+
+    def _lower_hat(self, t: NDArray[np.float64]) -> NDArray[np.float64]:
+        raise NotImplementedError
+
+    def _value_range(self) -> tuple[float, float]:
+        """Range of ``E_Q f`` over the class, used to clip the band; [0, 1] for tests."""
+        return (0.0, 1.0)
+
+    # -- lifecycle ----------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "eps_p_"):
+            raise NotFittedError(f"This {self._NAME} is not fitted yet; call fit(x_p, x_q) first.")
+
+    def _clip_t(self, t: ArrayLike) -> NDArray[np.float64]:
+        lo, hi = self.domain_
+        return np.clip(np.asarray(t, dtype=np.float64), lo, hi)
+
+    @staticmethod
+    def _out(x: NDArray[np.float64]) -> float | NDArray[np.float64]:
+        return float(x) if np.ndim(x) == 0 else x
+
+    # -- the plug-in boundary -----------------------------------------------------
+    def boundary(self, t: ArrayLike) -> float | NDArray[np.float64]:
+        """Plug-in upper boundary ``B_hat(t)`` between the empirical measures (no band)."""
+        self._check_fitted()
+        return self._out(self._upper_hat(self._clip_t(t)))
+
+    def lower_boundary(self, t: ArrayLike) -> float | NDArray[np.float64]:
+        """Plug-in lower boundary ``L_hat(t)`` between the empirical measures (no band)."""
+        self._check_fitted()
+        return self._out(self._lower_hat(self._clip_t(t)))
+
+    # -- the confidence band --------------------------------------------------------
+    def upper(self, t: ArrayLike) -> float | NDArray[np.float64]:
+        """Upper confidence bound on the true ``B(t)``: ``B_hat(t + eps_p) + eps_q``.
+
+        Holds for all ``t`` at once with probability ``>= 1 - delta``.
+        """
+        self._check_fitted()
+        t = np.asarray(t, dtype=np.float64)
+        value = self._upper_hat(self._clip_t(t + self.eps_p_)) + self.eps_q_
+        return self._out(np.clip(value, *self._value_range()))
+
+    def lower(self, t: ArrayLike) -> float | NDArray[np.float64]:
+        """Lower confidence bound on the true ``L(t)``: ``L_hat(t - eps_p) - eps_q``."""
+        self._check_fitted()
+        t = np.asarray(t, dtype=np.float64)
+        value = self._lower_hat(self._clip_t(t - self.eps_p_)) - self.eps_q_
+        return self._out(np.clip(value, *self._value_range()))
+
+    def interval(self, t: ArrayLike) -> tuple[float | NDArray, float | NDArray]:
+        """``(lower(t), upper(t))``: where ``E_Q f`` lies for any f in the class with ``E_P f = t``."""
+        return self.lower(t), self.upper(t)
+
+    # -- derived quantities -------------------------------------------------------
+    def _grid(self, n: int = 2001) -> NDArray[np.float64]:
+        lo, hi = self.domain_
+        return np.linspace(lo, hi, n)
+
+    def ipm(self, *, band: bool = False) -> float:
+        """``sup_f |E_Q f - E_P f|``: the largest vertical gap of the boundaries from the diagonal.
+
+        With ``band=True`` it is an upper confidence bound on the true IPM.
+        """
+        self._check_fitted()
+        t = self._grid()
+        up = self.upper(t) if band else self._upper_hat(t)
+        lo = self.lower(t) if band else self._lower_hat(t)
+        return float(max(np.max(up - t), np.max(t - lo), 0.0))
+
+    def ipm_interval(self, t: ArrayLike, *, band: bool = True) -> tuple[NDArray, NDArray]:
+        """The IPM bound ``t -/+ d_F`` that the boundary refines (clipped to the value range)."""
+        d = self.ipm(band=band)
+        t = np.asarray(t, dtype=np.float64)
+        lo, hi = self._value_range()
+        return np.clip(t - d, lo, hi), np.clip(t + d, lo, hi)
+
+    def source_range(self, q: float) -> tuple[float, float]:
+        """Inversion: the source values ``t`` consistent with an observed target value ``q``.
+
+        Returns ``(t_min, t_max)`` with ``lower(t) <= q <= upper(t)`` exactly for ``t`` in between
+        (both bounds are nondecreasing in ``t``). Example: a fine-tuned policy that fails at rate
+        ``q`` needs a reference failure rate of at least ``t_min``.
+        """
+        self._check_fitted()
+        lo, hi = self.domain_
+        q = float(q)
+
+        def first_true(pred) -> float:
+            if pred(lo):
+                return lo
+            if not pred(hi):
+                return float("nan")
+            a, b = lo, hi
+            for _ in range(60):
+                mid = 0.5 * (a + b)
+                if pred(mid):
+                    b = mid
+                else:
+                    a = mid
+            return b
+
+        t_min = first_true(lambda t: float(self.upper(t)) >= q)
+        # largest t with lower(t) <= q: first t where lower exceeds q
+        t_over = first_true(lambda t: float(self.lower(t)) > q)
+        t_max = hi if np.isnan(t_over) else t_over
+        return t_min, t_max
+
+    def propagate(self, k: int, n: int, alpha: float = 0.05) -> TargetBound:
+        """Push a Clopper-Pearson interval on ``E_P f`` (``k`` of ``n``) through the band.
+
+        For f in the class, ``E_Q f`` lies in the result with probability at least
+        ``1 - alpha - delta`` (``alpha``: miscoverage of the binomial interval).
+        """
+        self._check_fitted()
+        alpha = check_delta(alpha, "alpha", f"{self._NAME}.propagate")
+        s_lo, s_hi = clopper_pearson(k, n, alpha)
+        return TargetBound(
+            lower=float(self.lower(s_lo)),
+            upper=float(self.upper(s_hi)),
+            source_lower=float(s_lo),
+            source_upper=float(s_hi),
+            miscoverage=alpha + self.delta,
+        )
+
+
+def concave_envelope_eval(
+    knots_t: NDArray[np.float64], knots_v: NDArray[np.float64], t: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Evaluate the piecewise-linear curve through sorted knots (constant outside)."""
+    return np.interp(t, knots_t, knots_v)
+
+
+def root_scalar_increasing(fun, lo: float, hi: float) -> float:
+    """Root of an increasing function on [lo, hi] (brentq), or an end when it has no sign change."""
+    f_lo, f_hi = fun(lo), fun(hi)
+    if f_lo >= 0:
+        return lo
+    if f_hi <= 0:
+        return hi
+    return float(optimize.brentq(fun, lo, hi, xtol=1e-14, rtol=1e-12))

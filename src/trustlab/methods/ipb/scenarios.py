@@ -1,0 +1,220 @@
+"""Distribution pairs with known truth for the three applications, and the bound comparison.
+
+* ``MixtureShift``: P and Q are isotropic Gaussian mixtures; the failure of interest is a
+  half-space ``1{u.x > c}``, so both rates are exact normal CDFs and the log density ratio is
+  exact. Constructors:
+  - ``gaussian_shift`` (judge-free performance estimation under covariate shift),
+  - ``tilted_policy`` (alignment: the KL-regularised fine-tuned policy ``Q ∝ P exp(r / beta)``
+    of a reference policy P that has a rare harmful mode; a linear reward tilts every
+    component, so Q is again a mixture and ``KL(Q || P)`` is known),
+  - ``rare_group`` (fairness: a group of share ``pi`` inside the population mixture).
+* ``DigitsGenerator``: the realistic case, a class-conditional generative model (one Gaussian
+  mixture per digit, fitted on PCA features of scikit-learn's bundled digits) judged by a
+  logistic-regression judge; a sample fails when the judge's probability of the intended
+  digit is below a threshold. Truths are Monte Carlo estimates on large generated samples.
+* ``compare_bounds``: the IPB, IPM and binomial-only intervals for one target rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import optimize, special
+
+from trustlab.methods.ipb.base import BoundaryEstimator
+from trustlab.stats import clopper_pearson
+
+__all__ = [
+    "DigitsGenerator",
+    "MixtureShift",
+    "compare_bounds",
+    "gaussian_shift",
+    "rare_group",
+    "tilted_policy",
+]
+
+
+@dataclass(frozen=True)
+class MixtureShift:
+    """P and Q: isotropic Gaussian mixtures with scale ``sigma`` (means: (K, d) arrays)."""
+
+    means_p: NDArray[np.float64]
+    weights_p: NDArray[np.float64]
+    means_q: NDArray[np.float64]
+    weights_q: NDArray[np.float64]
+    sigma: float = 1.0
+    name: str = "mixture"
+
+    @property
+    def dim(self) -> int:
+        return int(self.means_p.shape[1])
+
+    def _sample(self, means: NDArray, weights: NDArray, n: int, rng: np.random.Generator) -> NDArray:
+        comp = rng.choice(len(weights), size=n, p=weights)
+        return means[comp] + self.sigma * rng.standard_normal((n, self.dim))
+
+    def sample_p(self, n: int, rng: np.random.Generator) -> NDArray[np.float64]:
+        return self._sample(self.means_p, self.weights_p, n, rng)
+
+    def sample_q(self, n: int, rng: np.random.Generator) -> NDArray[np.float64]:
+        return self._sample(self.means_q, self.weights_q, n, rng)
+
+    def _log_density(self, x: NDArray, means: NDArray, weights: NDArray) -> NDArray:
+        sq = ((x[:, None, :] - means[None, :, :]) ** 2).sum(-1) / (2 * self.sigma**2)
+        return special.logsumexp(np.log(weights)[None, :] - sq, axis=1)
+
+    def log_ratio(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Exact ``log dQ/dP`` (up to nothing: both densities are normalised the same way)."""
+        x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        return self._log_density(x, self.means_q, self.weights_q) - self._log_density(
+            x, self.means_p, self.weights_p
+        )
+
+    def halfspace_rate(self, u: NDArray, c: float, which: str = "p") -> float:
+        """``P(u.x > c)`` (``which="p"``) or under Q, for a unit vector u."""
+        means, weights = (self.means_p, self.weights_p) if which == "p" else (self.means_q, self.weights_q)
+        return float(np.sum(weights * special.ndtr((means @ u - c) / self.sigma)))
+
+    def threshold_for_rate(self, u: NDArray, rate: float) -> float:
+        """The c with ``P(u.x > c) = rate``."""
+        return float(optimize.brentq(lambda c: self.halfspace_rate(u, c) - rate, -50.0, 50.0, xtol=1e-13))
+
+    def kl_qp(self, rng: np.random.Generator, n: int = 200_000) -> float:
+        """``KL(Q || P)`` by Monte Carlo with the exact log ratio (exact when both are Gaussian)."""
+        if len(self.weights_p) == 1 and len(self.weights_q) == 1:
+            return float(np.sum((self.means_q - self.means_p) ** 2) / (2 * self.sigma**2))
+        return float(np.mean(self.log_ratio(self.sample_q(n, rng))))
+
+
+def _unit(d: int, angle: float = 0.0) -> NDArray[np.float64]:
+    u = np.zeros(d)
+    u[0] = np.cos(angle)
+    if d > 1:
+        u[1] = np.sin(angle)
+    return u
+
+
+def gaussian_shift(d: int = 2, mu: float = 1.0) -> MixtureShift:
+    """P = N(0, I_d), Q = N(mu e_1, I_d)."""
+    zero = np.zeros((1, d))
+    return MixtureShift(zero, np.ones(1), zero + mu * _unit(d), np.ones(1), name="gaussian_shift")
+
+
+def tilted_policy(
+    d: int = 2, harmful_share: float = 0.02, harmful_shift: float = 3.0, reward_angle: float = 1.2,
+    beta: float = 1.0,
+) -> MixtureShift:
+    """Reference P = (1-e) N(0, I) + e N(m_h, I); fine-tuned Q ∝ P exp(w.x / beta), |w| = 1.
+
+    The reward direction w makes ``reward_angle`` with the harmful direction e_1, so
+    fine-tuning for reward partly raises the harmful mode. Each component N(m, I) tilts to
+    N(m + w / beta, I) with weight ∝ pi exp(w.m / beta).
+    """
+    m_h = harmful_shift * _unit(d)
+    means_p = np.vstack([np.zeros(d), m_h])
+    weights_p = np.array([1 - harmful_share, harmful_share])
+    w = _unit(d, reward_angle)
+    means_q = means_p + w / beta
+    log_w = np.log(weights_p) + means_p @ w / beta
+    weights_q = np.exp(log_w - special.logsumexp(log_w))
+    return MixtureShift(means_p, weights_p, means_q, weights_q, name="tilted_policy")
+
+
+def rare_group(d: int = 2, share: float = 0.05, shift: float = 1.0) -> MixtureShift:
+    """Population P = (1-pi) N(0, I) + pi N(m_g, I); group Q = N(m_g, I)."""
+    m_g = shift * _unit(d)
+    means_p = np.vstack([np.zeros(d), m_g])
+    return MixtureShift(
+        means_p, np.array([1 - share, share]), m_g[None, :], np.ones(1), name="rare_group"
+    )
+
+
+@dataclass
+class DigitsGenerator:
+    """A class-conditional generative model of digits and its judge (the realistic case).
+
+    ``fit`` embeds scikit-learn's bundled 8x8 digits with PCA, fits one Gaussian mixture per
+    digit (the generator) and a logistic-regression judge on the real embeddings.
+    ``sample(digit, n, rng)`` generates embeddings; ``judge_prob(z, digit)`` is the judge's
+    probability that z shows ``digit``.
+    """
+
+    n_components_pca: int = 10
+    n_mixture: int = 3
+    seed: int = 0
+    generators_: list[Any] = field(default_factory=list, repr=False)
+
+    def fit(self) -> DigitsGenerator:
+        from sklearn.datasets import load_digits
+        from sklearn.decomposition import PCA
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.mixture import GaussianMixture
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):  # tiny fits: BLAS threads only oversubscribe
+            return self._fit(load_digits, PCA, LogisticRegression, GaussianMixture)
+
+    def _fit(self, load_digits: Any, pca: Any, logreg: Any, mixture: Any) -> DigitsGenerator:
+        x, y = load_digits(return_X_y=True)
+        self.pca_ = pca(self.n_components_pca, random_state=self.seed).fit(x)
+        z = self.pca_.transform(x)
+        self.scale_ = float(np.std(z))
+        z = z / self.scale_
+        self.judge_ = logreg(max_iter=2000, C=0.5).fit(z, y)
+        self.generators_ = [
+            mixture(self.n_mixture, covariance_type="full", random_state=self.seed + k).fit(
+                z[y == k]
+            )
+            for k in range(10)
+        ]
+        return self
+
+    def sample(self, digit: int, n: int, rng: np.random.Generator) -> NDArray[np.float64]:
+        gm = self.generators_[digit]
+        comp = rng.choice(gm.n_components, size=n, p=gm.weights_)
+        chol = np.linalg.cholesky(gm.covariances_)
+        noise = rng.standard_normal((n, gm.means_.shape[1]))
+        return gm.means_[comp] + np.einsum("nij,nj->ni", chol[comp], noise)
+
+    def sample_population(
+        self, group: int, share: float, n: int, rng: np.random.Generator
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """Population: the group's digit with probability ``share``, else another digit uniformly."""
+        others = [k for k in range(10) if k != group]
+        is_group = rng.random(n) < share
+        digits = np.where(is_group, group, rng.choice(others, size=n))
+        z = np.empty((n, self.generators_[0].means_.shape[1]))
+        for k in np.unique(digits):
+            mask = digits == k
+            z[mask] = self.sample(int(k), int(mask.sum()), rng)
+        return z, digits.astype(np.int64)
+
+    def judge_prob(self, z: NDArray[np.float64], digits: NDArray[np.int64] | int) -> NDArray[np.float64]:
+        proba = self.judge_.predict_proba(z)
+        digits = np.broadcast_to(np.asarray(digits), (len(z),))
+        return proba[np.arange(len(z)), digits]
+
+
+def compare_bounds(
+    boundary: BoundaryEstimator,
+    k_source: int,
+    n_source: int,
+    k_target: int,
+    n_target: int,
+    alpha: float = 0.05,
+) -> dict[str, tuple[float, float]]:
+    """Intervals for the target rate ``E_Q f`` from three routes, each at miscoverage <= alpha + delta.
+
+    ``ipb``: the Clopper-Pearson interval on the source rate pushed through the band;
+    ``ipm``: the same source interval widened by the band's IPM (``t -/+ d``);
+    ``binomial``: Clopper-Pearson on the ``n_target`` judged target samples alone, at
+    miscoverage ``alpha + delta`` so the three are compared at the same level.
+    """
+    pushed = boundary.propagate(k_source, n_source, alpha)
+    d = boundary.ipm(band=True)
+    ipm = (max(pushed.source_lower - d, 0.0), min(pushed.source_upper + d, 1.0))
+    lo, hi = clopper_pearson(k_target, n_target, alpha + boundary.delta)
+    return {"ipb": (pushed.lower, pushed.upper), "ipm": ipm, "binomial": (float(lo), float(hi))}
