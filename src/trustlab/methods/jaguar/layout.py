@@ -1,0 +1,292 @@
+"""Coefficient encoding of convolutions and matrix products (Cheetah's packing).
+
+A tile of the (zero-padded) input, ``Ct`` channels by ``Ht`` rows by the full padded width
+``Wp``, is packed into one polynomial: ``x[c, i, j] -> X^(c*Ht*Wp + i*Wp + j)``. A kernel weight
+``w[o, c, ki, kj]`` multiplies the monomial ``X^(O - c*Ht*Wp - ki*Wp - kj)`` with
+``O = (Ct-1)*Ht*Wp + (h-1)*Wp + (h-1)``, so the product's coefficient ``O + i*Wp + j`` is the
+stride-1 convolution output at ``(i, j)``. With ``Ct*Ht*Wp <= N`` no negacyclic wrap lands on
+those positions (Cheetah, Prop. 1). Strided outputs are read at every ``stride``-th position.
+
+Everything is expressed as *terms*: a shared list of shifts and a weight matrix
+``W[o, input_tile, term]``; SPA-Conv and the NTT baseline consume the same terms.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from trustlab.core.errors import InputError
+
+__all__ = ["ConvLayout", "FCLayout", "conv2d_int", "plan_conv", "plan_fc"]
+
+
+@dataclass(frozen=True)
+class ConvLayout:
+    """Geometry of one conv layer under coefficient encoding with ring degree ``n``."""
+
+    n: int
+    c: int
+    h_in: int
+    w_in: int
+    c_out: int
+    kernel: int
+    stride: int
+    pad: int
+    ct: int  # channels per tile
+    ht: int  # padded input rows per tile
+
+    # -- derived geometry -----------------------------------------------------------------
+    @property
+    def hp(self) -> int:
+        return self.h_in + 2 * self.pad
+
+    @property
+    def wp(self) -> int:
+        return self.w_in + 2 * self.pad
+
+    @property
+    def h_out(self) -> int:
+        return (self.hp - self.kernel) // self.stride + 1
+
+    @property
+    def w_out(self) -> int:
+        return (self.wp - self.kernel) // self.stride + 1
+
+    @property
+    def rows_per_tile(self) -> int:
+        """Stride-1 output rows each row-tile yields."""
+        return self.ht - self.kernel + 1
+
+    @property
+    def n_ctiles(self) -> int:
+        return math.ceil(self.c / self.ct)
+
+    @property
+    def n_rtiles(self) -> int:
+        rows1 = (self.h_out - 1) * self.stride + 1  # stride-1 rows actually needed
+        return math.ceil(rows1 / self.rows_per_tile)
+
+    @property
+    def n_in_cts(self) -> int:
+        return self.n_ctiles * self.n_rtiles
+
+    @property
+    def n_out_cts(self) -> int:
+        return self.c_out * self.n_rtiles
+
+    @property
+    def n_terms(self) -> int:
+        return self.ct * self.kernel * self.kernel
+
+    @property
+    def offset(self) -> int:
+        k = self.kernel
+        return (self.ct - 1) * self.ht * self.wp + (k - 1) * self.wp + (k - 1)
+
+    # -- packing ------------------------------------------------------------------------
+    def pack_input(self, x: np.ndarray) -> np.ndarray:
+        """(C, H, W) integers -> (n_ctiles, n_rtiles, N) polynomials (same dtype)."""
+        x = np.asarray(x)
+        if x.shape != (self.c, self.h_in, self.w_in):
+            raise InputError(
+                f"The conv input must have shape {(self.c, self.h_in, self.w_in)}. Got {x.shape}."
+            )
+        rows_total = (self.n_rtiles - 1) * self.rows_per_tile + self.ht
+        padded = np.zeros((self.n_ctiles * self.ct, max(rows_total, self.hp), self.wp), x.dtype)
+        padded[: self.c, self.pad : self.pad + self.h_in, self.pad : self.pad + self.w_in] = x
+        out = np.zeros((self.n_ctiles, self.n_rtiles, self.n), dtype=x.dtype)
+        size = self.ct * self.ht * self.wp
+        for r in range(self.n_rtiles):
+            r0 = r * self.rows_per_tile
+            block = padded[:, r0 : r0 + self.ht, :].reshape(self.n_ctiles, size)
+            out[:, r, :size] = block
+        return out
+
+    def shifts(self) -> np.ndarray:
+        """Monomial exponent of each term ``(c_local, ki, kj)``, in that (C-order) sequence."""
+        k, hw = self.kernel, self.ht * self.wp
+        c_l, ki, kj = np.meshgrid(np.arange(self.ct), np.arange(k), np.arange(k), indexing="ij")
+        return (self.offset - (c_l * hw + ki * self.wp + kj)).ravel()
+
+    def term_weights(self, weight: np.ndarray) -> np.ndarray:
+        """(C_out, C, h, h) weights -> W[o, ctile, term] (int64, zero for padding channels)."""
+        weight = np.asarray(weight)
+        shape = (self.c_out, self.c, self.kernel, self.kernel)
+        if weight.shape != shape:
+            raise InputError(f"The conv weight must have shape {shape}. Got {weight.shape}.")
+        full = np.zeros((self.c_out, self.n_ctiles * self.ct, self.kernel, self.kernel), np.int64)
+        full[:, : self.c] = weight
+        return full.reshape(self.c_out, self.n_ctiles, self.n_terms)
+
+    def output_positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """For each output (o-independent) pixel: (row-tile index, coefficient index).
+
+        Returns two (H_out, W_out) integer arrays.
+        """
+        i = np.arange(self.h_out) * self.stride  # stride-1 row
+        j = np.arange(self.w_out) * self.stride
+        tile = i // self.rows_per_tile
+        local = i % self.rows_per_tile
+        coeff = self.offset + local[:, None] * self.wp + j[None, :]
+        return np.broadcast_to(tile[:, None], coeff.shape), coeff
+
+    def used_mask(self) -> np.ndarray:
+        """(n_rtiles, N) booleans: coefficients of an output polynomial that carry results."""
+        used = np.zeros((self.n_rtiles, self.n), dtype=bool)
+        tile, coeff = self.output_positions()
+        used[tile, coeff] = True
+        return used
+
+    def output_mask(self) -> np.ndarray:
+        """(C_out, n_rtiles, N) booleans: the coefficients the client needs."""
+        return np.broadcast_to(self.used_mask()[None], (self.c_out, self.n_rtiles, self.n))
+
+    def extract(self, polys: np.ndarray) -> np.ndarray:
+        """(C_out, n_rtiles, N) output polynomials -> (C_out, H_out, W_out) values."""
+        tile, coeff = self.output_positions()
+        return polys[:, tile, coeff]
+
+
+def plan_conv(
+    n: int, c: int, h_in: int, w_in: int, c_out: int, kernel: int, stride: int = 1, pad: int = 0
+) -> ConvLayout:
+    """Pick the tile ``(Ct, Ht)`` minimising input plus output ciphertexts (Cheetah's rule)."""
+    for name, value in (("c", c), ("h_in", h_in), ("w_in", w_in), ("c_out", c_out),
+                        ("kernel", kernel), ("stride", stride)):
+        if value < 1:
+            raise InputError(f"The conv '{name}' must be >= 1. Got {value}.")
+    if pad < 0:
+        raise InputError(f"The conv padding must be >= 0. Got {pad}.")
+    hp, wp = h_in + 2 * pad, w_in + 2 * pad
+    if kernel > min(hp, wp):
+        raise InputError(f"The kernel ({kernel}) is larger than the padded input ({hp}x{wp}).")
+    if kernel * wp > n:
+        raise InputError(
+            f"A {kernel}-row strip of the padded input ({kernel}x{wp}) exceeds N={n}; "
+            "split the image by columns first."
+        )
+    best: ConvLayout | None = None
+    best_cost = math.inf
+    for ht in range(kernel, hp + 1):
+        ct = min(c, n // (ht * wp))
+        if ct < 1:
+            break
+        lay = ConvLayout(n, c, h_in, w_in, c_out, kernel, stride, pad, ct, ht)
+        cost = lay.n_in_cts + lay.n_out_cts
+        if cost < best_cost:
+            best, best_cost = lay, cost
+    assert best is not None
+    return best
+
+
+@dataclass(frozen=True)
+class FCLayout:
+    """``y = W x`` with ``W`` (m, d): input chunks of ``chunk`` entries, ``rows`` outputs per poly.
+
+    ``x`` chunk ``b`` -> ``sum_j x[b*chunk + j] X^j``; the rows ``o`` of output poly ``g`` sit at
+    ``X^(o_local*chunk + chunk - 1)``, from terms ``w[o, j] X^(o_local*chunk + chunk - 1 - j)``.
+    """
+
+    n: int
+    m: int
+    d: int
+    chunk: int
+    rows: int
+
+    @property
+    def n_in_cts(self) -> int:
+        return math.ceil(self.d / self.chunk)
+
+    @property
+    def n_groups(self) -> int:
+        return math.ceil(self.m / self.rows)
+
+    @property
+    def n_out_cts(self) -> int:
+        return self.n_groups
+
+    @property
+    def n_terms(self) -> int:
+        return self.rows * self.chunk
+
+    @property
+    def n_rtiles(self) -> int:
+        return 1
+
+    def pack_input(self, x: np.ndarray) -> np.ndarray:
+        """(d,) -> (n_in_cts, 1, N)."""
+        x = np.asarray(x)
+        if x.shape != (self.d,):
+            raise InputError(f"The FC input must have shape ({self.d},). Got {x.shape}.")
+        out = np.zeros((self.n_in_cts, self.n), dtype=x.dtype)
+        padded = np.zeros(self.n_in_cts * self.chunk, dtype=x.dtype)
+        padded[: self.d] = x
+        out[:, : self.chunk] = padded.reshape(self.n_in_cts, self.chunk)
+        return out[:, None, :]
+
+    def shifts(self) -> np.ndarray:
+        o_l, j = np.meshgrid(np.arange(self.rows), np.arange(self.chunk), indexing="ij")
+        return (o_l * self.chunk + self.chunk - 1 - j).ravel()
+
+    def term_weights(self, weight: np.ndarray) -> np.ndarray:
+        """(m, d) -> W[group, in_chunk, term]."""
+        weight = np.asarray(weight)
+        if weight.shape != (self.m, self.d):
+            raise InputError(f"The FC weight must have shape {(self.m, self.d)}. Got {weight.shape}.")
+        full = np.zeros((self.n_groups * self.rows, self.n_in_cts * self.chunk), np.int64)
+        full[: self.m, : self.d] = weight
+        full = full.reshape(self.n_groups, self.rows, self.n_in_cts, self.chunk)
+        return full.transpose(0, 2, 1, 3).reshape(self.n_groups, self.n_in_cts, self.n_terms)
+
+    def positions(self) -> tuple[np.ndarray, np.ndarray]:
+        o = np.arange(self.m)
+        return o // self.rows, (o % self.rows) * self.chunk + self.chunk - 1
+
+    def output_mask(self) -> np.ndarray:
+        """(n_groups, 1, N) booleans: the coefficients the client needs."""
+        used = np.zeros((self.n_groups, 1, self.n), dtype=bool)
+        g, coeff = self.positions()
+        used[g, 0, coeff] = True
+        return used
+
+    def extract(self, polys: np.ndarray) -> np.ndarray:
+        """(n_groups, 1, N) -> (m,)."""
+        g, coeff = self.positions()
+        return polys[g, 0, coeff]
+
+
+def plan_fc(n: int, m: int, d: int) -> FCLayout:
+    """Chunks of ``min(d, N)`` inputs, ``N // chunk`` output rows per polynomial."""
+    if m < 1 or d < 1:
+        raise InputError(f"An FC layer needs m, d >= 1. Got m={m}, d={d}.")
+    chunk = min(d, n)
+    return FCLayout(n, m, d, chunk, max(1, min(m, n // chunk)))
+
+
+def conv2d_int(
+    x: np.ndarray, weight: np.ndarray, stride: int = 1, pad: int = 0, modulus_bits: int | None = None
+) -> np.ndarray:
+    """Plaintext integer convolution (cross-correlation, as in CNNs), exact in Python ints.
+
+    (C, H, W) x (C_out, C, h, h) -> (C_out, H_out, W_out); reduced mod ``2^modulus_bits``
+    when given (object arrays, so no overflow at any width).
+    """
+    x = np.asarray(x, dtype=object)
+    weight = np.asarray(weight, dtype=object)
+    c, h_in, w_in = x.shape
+    c_out, _, k, _ = weight.shape
+    xp = np.zeros((c, h_in + 2 * pad, w_in + 2 * pad), dtype=object)
+    xp[:, pad : pad + h_in, pad : pad + w_in] = x
+    h_out = (h_in + 2 * pad - k) // stride + 1
+    w_out = (w_in + 2 * pad - k) // stride + 1
+    out = np.zeros((c_out, h_out, w_out), dtype=object)
+    for ki in range(k):
+        for kj in range(k):
+            patch = xp[:, ki : ki + stride * h_out : stride, kj : kj + stride * w_out : stride]
+            out += np.tensordot(weight[:, :, ki, kj], patch, axes=([1], [0]))
+    if modulus_bits is not None:
+        out = out % (1 << modulus_bits)
+    return out

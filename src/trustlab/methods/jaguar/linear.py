@@ -1,0 +1,242 @@
+"""Jaguar's homomorphic linear layer between a client and a server holding additive shares.
+
+The input ``x = x_c + x_s (mod 2^ell_in)`` is shared; the server holds the weights.
+
+1. Client: packs ``x_c`` (coefficient encoding) and encrypts it at scale ``Delta = 2^(K-ell_in)``.
+2. Server: adds ``Delta * x_s`` (the share wrap vanishes because ``Delta * 2^ell_in = 2^K``),
+   runs SPA-Conv, re-randomises with a public-key encryption of zero, subtracts
+   ``Delta * r`` (``r`` uniform mod ``2^ell_in``) at the output positions, switches the
+   modulus down to ``2^response_bits`` by a rounded right shift, and sends ``c1`` plus only the
+   used coefficients of ``c0``. Its output share is ``y_s = round(r / 2^s)``.
+3. Client: reads the phase at scale ``2^(response_bits - ell_out)``, i.e. ``Delta * 2^s`` before
+   the switch: ``y_c = round((M - r) / 2^s)``, computing ``c1*s`` through the auxiliary NTT.
+
+So ``y_c + y_s = round(M / 2^s) + {-1, 0, 1}`` mod ``2^ell_out`` (``M`` the exact product mod
+``2^ell_in``): the truncation is two *local* roundings, one per party, and there is no large
+wrap error because the output ring ``2^(ell_in - s)`` absorbs the carry ``2^ell_in / 2^s``.
+The next ReLU then runs at ``ell_out`` bits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from trustlab.core.errors import InputError, NotFittedError
+from trustlab.methods.jaguar.layout import ConvLayout, FCLayout
+from trustlab.methods.jaguar.params import JaguarParams
+from trustlab.methods.jaguar.ring import mask, to_ring
+from trustlab.methods.jaguar.rlwe import (
+    Ciphertext,
+    PublicKey,
+    SecretKey,
+    aux_negacyclic_mul,
+    decode,
+    encrypt,
+    encrypt_zero_public,
+    keygen,
+    mod_switch,
+    public_keygen,
+)
+from trustlab.methods.jaguar.sampling import Sampler
+from trustlab.methods.jaguar.spa import spa_accumulate, spa_accumulate_reference
+
+__all__ = [
+    "JaguarClient",
+    "JaguarServer",
+    "LinearResponse",
+    "NoiseBudget",
+    "linear_noise_budget",
+    "query_nbytes",
+    "round_shift",
+]
+
+Layout = ConvLayout | FCLayout
+
+
+def round_shift(values: np.ndarray, shift: int, out_bits: int) -> np.ndarray:
+    """``round(v / 2^shift) mod 2^out_bits`` (half-up) for uint64 residues ``v``."""
+    v = np.asarray(values, dtype=np.uint64)
+    if shift == 0:
+        return mask(v, out_bits)
+    return mask((v + np.uint64(1 << (shift - 1))) >> np.uint64(shift), out_bits)
+
+
+@dataclass(frozen=True)
+class LinearResponse:
+    """What the server sends back: ``c0`` at the used positions only, and all of ``c1``.
+
+    ``c0``: (n_used,) uint64 in output-mask order; ``c1``: (O, R, N); both mod ``2^k``.
+    """
+
+    c0: np.ndarray
+    c1: np.ndarray
+    k: int
+
+    @property
+    def nbytes(self) -> int:
+        return math.ceil((self.c0.size + self.c1.size) * self.k / 8)
+
+
+def query_nbytes(n_cts: int, n: int, k_bits: float) -> int:
+    """Bytes of ``n_cts`` fresh symmetric ciphertexts: ``c0`` plus a 32-byte seed for ``c1``."""
+    return n_cts * (math.ceil(n * k_bits / 8) + 32)
+
+
+class JaguarClient:
+    """The client: holds the secret key, encrypts its input share, decrypts its output share.
+
+    params: a ``JaguarParams``. sampler: the randomness (``Sampler.from_os()`` for real use,
+    ``Sampler.seeded(seed)`` for reproducible tests); defaults to the secure one.
+    """
+
+    def __init__(self, params: JaguarParams, sampler: Sampler | None = None) -> None:
+        self.params = params
+        self.sampler = sampler
+
+    def keygen(self) -> JaguarClient:
+        sampler = self.sampler or Sampler.from_os()
+        self.secret_key_: SecretKey = keygen(self.params, sampler)
+        self.public_key_: PublicKey = public_keygen(self.secret_key_, sampler)
+        return self
+
+    def _key(self) -> SecretKey:
+        if not hasattr(self, "secret_key_"):
+            raise NotFittedError("Call JaguarClient.keygen() before encrypting or decrypting.")
+        return self.secret_key_
+
+    def encrypt_share(self, x_share: np.ndarray, layout: Layout) -> Ciphertext:
+        """Pack the client's share (mod ``2^ell_in``) and encrypt it: (B, R, N) ciphertexts."""
+        sk = self._key()
+        packed = layout.pack_input(to_ring(np.asarray(x_share, dtype=np.int64), self.params.ell_in))
+        return encrypt(sk, packed, self.params.ell_in, self.sampler or Sampler.from_os())
+
+    def decrypt_share(
+        self, response: LinearResponse, layout: Layout, phase_method: str = "ntt"
+    ) -> np.ndarray:
+        """The client's output share mod ``2^ell_out`` (uint64), in the layer's output shape."""
+        sk = self._key()
+        p = self.params
+        if phase_method == "ntt":
+            prod = aux_negacyclic_mul(response.c1, sk.s, response.k, sk.s_hat)
+        else:
+            from trustlab.methods.jaguar.rlwe import phase
+
+            zero = np.zeros_like(response.c1)
+            prod = phase(sk, Ciphertext(zero, response.c1, response.k), method=phase_method)
+        out_mask = layout.output_mask()
+        full = np.zeros(out_mask.shape, dtype=np.uint64)
+        full[out_mask] = mask(response.c0 + prod[out_mask], response.k)
+        return layout.extract(decode(full, response.k, p.ell_out))
+
+
+class JaguarServer:
+    """The server: holds the weights; answers a query with SPA-Conv and local-shift truncation.
+
+    params: the client's ``JaguarParams``. public_key: the client's, for re-randomisation
+    (``None`` skips it: then ``c1`` leaks the weights' parity structure; tests only).
+    kernel: "gemm" (batched exact float64 GEMM over bit-limbs) or "reference" (the literal
+    per-term loop). sampler: randomness for masks (secure by default).
+    """
+
+    def __init__(
+        self,
+        params: JaguarParams,
+        public_key: PublicKey | None = None,
+        kernel: str = "gemm",
+        sampler: Sampler | None = None,
+    ) -> None:
+        self.params = params
+        self.public_key = public_key
+        self.kernel = kernel
+        self.sampler = sampler
+
+    def evaluate(self, query: Ciphertext, x_share: np.ndarray, weight: np.ndarray,
+                 layout: Layout) -> Ciphertext:
+        """The unmasked product ciphertexts (O, R, N) of ``W (x_c + x_s)`` mod ``2^ell_in``."""
+        p = self.params
+        if query.c0.shape != (layout.n_in_cts // layout.n_rtiles, layout.n_rtiles, p.n):
+            raise InputError(
+                f"The query does not match the layout: got {query.c0.shape}, expected "
+                f"{(layout.n_in_cts // layout.n_rtiles, layout.n_rtiles, p.n)}."
+            )
+        packed = layout.pack_input(to_ring(np.asarray(x_share, dtype=np.int64), p.ell_in))
+        c0 = mask(query.c0 + (packed << np.uint64(p.log_delta)), p.k)
+        polys = np.stack([c0, query.c1], axis=2)  # (B, R, 2, N)
+        terms = layout.term_weights(weight)
+        if self.kernel == "gemm":
+            out = spa_accumulate(polys, layout.shifts(), terms, p.k)
+        elif self.kernel == "reference":
+            out = spa_accumulate_reference(polys, layout.shifts(), terms, p.k)
+        else:
+            raise InputError(f"The SPA kernel must be 'gemm' or 'reference'. Got {self.kernel!r}.")
+        return Ciphertext(out[:, :, 0], out[:, :, 1], p.k)
+
+    def respond(self, product: Ciphertext, layout: Layout) -> tuple[LinearResponse, np.ndarray]:
+        """Re-randomise, mask, truncate by a local shift, switch down; returns (response, y_s)."""
+        p = self.params
+        sampler = self.sampler or Sampler.from_os()
+        c0, c1 = product.c0, product.c1
+        if self.public_key is not None:
+            zero = encrypt_zero_public(self.public_key, c0.shape[0] * c0.shape[1], sampler)
+            c0 = mask(c0 + zero.c0.reshape(c0.shape), p.k)
+            c1 = mask(c1 + zero.c1.reshape(c1.shape), p.k)
+        out_mask = layout.output_mask()
+        r = sampler.bits(int(out_mask.sum()), p.ell_in)
+        c0 = c0.copy()
+        c0[out_mask] = mask(c0[out_mask] - (r << np.uint64(p.log_delta)), p.k)
+        switched = mod_switch(Ciphertext(c0, c1, p.k), p.response_bits)
+        response = LinearResponse(switched.c0[out_mask], switched.c1, p.response_bits)
+        y_s = np.zeros(out_mask.shape, dtype=np.uint64)
+        y_s[out_mask] = round_shift(r, p.shift, p.ell_out)
+        return response, layout.extract(y_s)
+
+    def answer(self, query: Ciphertext, x_share: np.ndarray, weight: np.ndarray,
+               layout: Layout) -> tuple[LinearResponse, np.ndarray]:
+        """``evaluate`` then ``respond``: the whole server side of one linear layer."""
+        return self.respond(self.evaluate(query, x_share, weight, layout), layout)
+
+
+@dataclass(frozen=True)
+class NoiseBudget:
+    """Noise of one answered output coefficient, in units of the output's last place.
+
+    std_*: standard deviations (CLT Gaussian heuristic) of the product noise ``e*W``, the
+    re-randomisation noise, and the modulus-switch rounding, all at the output scale.
+    log2_fail: log2 of the per-coefficient probability that the total reaches 1/2 ulp, the
+    point past which ``y - round(M/2^s)`` could leave {-1, 0, 1}.
+    """
+
+    std_product: float
+    std_rerandomise: float
+    std_switch: float
+    log2_fail: float
+
+    @property
+    def std_total(self) -> float:
+        return math.sqrt(self.std_product**2 + self.std_rerandomise**2 + self.std_switch**2)
+
+
+def linear_noise_budget(params: JaguarParams, max_weight_l2: float) -> NoiseBudget:
+    """Predicted noise for output coefficients whose weights have L2 norm ``<= max_weight_l2``.
+
+    Product noise ``sum_t w_t e_t`` has variance ``sigma^2 ||w||^2``; a public-key zero
+    encryption adds ``sigma^2 (1 + 4N/3)`` (``e*u + e0 + e1*s``, ternary ``u, s``); the switch
+    by ``d = K - response_bits`` bits adds ``(1 + 2N/3)/12`` at the new scale. The output ulp is
+    ``2^(K - ell_out)`` before the switch and ``2^(response_bits - ell_out)`` after it.
+    """
+    p = params
+    ulp_before = 2.0 ** (p.k - p.ell_out)
+    ulp_after = 2.0 ** (p.response_bits - p.ell_out)
+    std_prod = p.sigma * max_weight_l2 / ulp_before
+    std_rr = p.sigma * math.sqrt(1 + 4 * p.n / 3) / ulp_before
+    std_sw = math.sqrt((1 + 2 * p.n / 3) / 12) / ulp_after if p.response_bits < p.k else 0.0
+    total = math.sqrt(std_prod**2 + std_rr**2 + std_sw**2)
+    # two-sided Gaussian tail P(|Z| >= 0.5 / total), in log2, stable far in the tail
+    z = 0.5 / total
+    log2_fail = (math.log(special.erfc(z / math.sqrt(2))) if z < 30 else
+                 -z * z / 2 - math.log(z * math.sqrt(math.pi / 2))) / math.log(2)
+    return NoiseBudget(std_prod, std_rr, std_sw, log2_fail)

@@ -1,0 +1,96 @@
+"""Arithmetic in ``Z_{2^K}[X]/(X^N+1)`` on uint64 arrays, and exact slow references.
+
+Coefficients are uint64 words; for ``K < 64`` they are kept reduced by a mask, for ``K = 64``
+the hardware wrap-around *is* the reduction. Multiplying by the monomial ``X^k`` is a
+negacyclic rotation: coefficients that pass ``X^N`` come back negated. The reference
+products use Python integers (numpy object arrays) and are exact for any modulus.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "centered",
+    "mask",
+    "monomial_mul",
+    "negacyclic_mul_exact",
+    "rotation_stack",
+    "to_ring",
+]
+
+
+def mask(values: np.ndarray, k: int) -> np.ndarray:
+    """Reduce uint64 values mod ``2^k`` (no-op at ``k = 64``)."""
+    if k >= 64:
+        return values
+    return values & np.uint64((1 << k) - 1)
+
+
+def to_ring(values: np.ndarray | int, k: int) -> np.ndarray:
+    """Signed integers (int64 or Python ints) to their residues mod ``2^k`` as uint64."""
+    arr = np.asarray(values)
+    if arr.dtype == object:
+        m = (1 << k) - 1
+        return np.array([int(v) & m for v in arr.ravel()], dtype=np.uint64).reshape(arr.shape)
+    return mask(arr.astype(np.int64).view(np.uint64) if arr.dtype != np.uint64 else arr, k)
+
+
+def centered(values: np.ndarray, k: int) -> np.ndarray:
+    """Residues mod ``2^k`` (uint64) to the signed representative in ``[-2^(k-1), 2^(k-1))``."""
+    v = mask(np.asarray(values, dtype=np.uint64), k)
+    if k >= 64:
+        return v.view(np.int64)
+    half = np.uint64(1 << (k - 1))
+    return v.astype(np.int64) - np.where(v >= half, np.int64(1 << k), np.int64(0))
+
+
+def monomial_mul(poly: np.ndarray, shift: int) -> np.ndarray:
+    """``X^shift * poly`` in ``Z_{2^64}[X]/(X^N+1)`` over the last axis (negacyclic rotation)."""
+    n = poly.shape[-1]
+    shift %= 2 * n
+    sign_flip = shift >= n
+    shift %= n
+    out = np.empty_like(poly)
+    out[..., shift:] = poly[..., : n - shift]
+    out[..., :shift] = np.negative(poly[..., n - shift :])  # wrap-around negation mod 2^64
+    if sign_flip:
+        np.negative(out, out=out)
+    return out
+
+
+def rotation_stack(poly: np.ndarray, shifts: np.ndarray) -> np.ndarray:
+    """``X^shift * poly`` for every shift in ``shifts`` (all in ``[0, N)``), stacked on axis -2.
+
+    One gather with a sign table: ``poly`` (..., N) -> (..., len(shifts), N).
+    """
+    n = poly.shape[-1]
+    shifts = np.asarray(shifts, dtype=np.int64)
+    idx = np.arange(n)[None, :] - shifts[:, None]  # coefficient j of X^s p is p[j - s]
+    wrapped = idx < 0
+    gathered = poly[..., idx % n]
+    np.negative(gathered, out=gathered, where=wrapped)
+    return gathered
+
+
+def negacyclic_mul_exact(a: np.ndarray, b: np.ndarray, modulus: int | None = None) -> np.ndarray:
+    """Schoolbook product in ``Z[X]/(X^N+1)`` with Python integers (the slow exact reference).
+
+    ``a`` and ``b`` are 1-D integer arrays (any dtype); reduced mod ``modulus`` when given.
+    """
+    a_int = [int(x) for x in np.asarray(a).ravel()]
+    b_int = [int(x) for x in np.asarray(b).ravel()]
+    n = len(a_int)
+    out = [0] * n
+    for i, ai in enumerate(a_int):
+        if ai == 0:
+            continue
+        for j, bj in enumerate(b_int):
+            k = i + j
+            if k < n:
+                out[k] += ai * bj
+            else:
+                out[k - n] -= ai * bj
+    if modulus is not None:
+        out = [v % modulus for v in out]
+    return np.array(out, dtype=object)
