@@ -11,12 +11,14 @@ and exits with status 2. Domain errors also subclass the builtin they resemble, 
     ├── UnknownMethodError(TrustlabError, LookupError)  no method with that id
     ├── NotFittedError(TrustlabError, RuntimeError)     a lifecycle step called out of order
     ├── SolverError(TrustlabError, RuntimeError)        a solver failed or hit its limit
+    ├── BackendError(TrustlabError, ConnectionError)    a remote backend failed after retries
     └── MissingDependencyError(TrustlabError, ImportError)  an optional extra is not installed
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "BackendError",
     "ConfigError",
     "DataError",
     "InputError",
@@ -60,6 +62,10 @@ class NotFittedError(TrustlabError, RuntimeError):
 
 class SolverError(TrustlabError, RuntimeError):
     """A numerical or combinatorial solver failed or stopped without an answer."""
+
+
+class BackendError(TrustlabError, ConnectionError):
+    """A remote backend (e.g. an OpenAI-compatible server) failed after the allowed retries."""
 
 
 class MissingDependencyError(TrustlabError, ImportError):

@@ -1,0 +1,372 @@
+"""Chat backends behind one protocol: ``ChatModel.generate(conversations, ...) -> list[str]``.
+
+    HFChatModel        a local LanguageModel (batched, greedy or sampled, interventions allowed)
+    OpenAIChatModel    any OpenAI-compatible server (vLLM, TGI, Ollama, ...), with timeouts,
+                       retries with backoff, a concurrency limit and an on-disk response cache
+    ScriptedChatModel  a test double that answers from a script and records its calls
+
+``chat_model(spec)`` builds one from a spec string: ``hf:/path``, ``organism:<name>`` or
+``openai:http://host:port/v1#model-name``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from trustlab.core.errors import (
+    BackendError,
+    DataError,
+    InputError,
+    MissingDependencyError,
+)
+from trustlab.core.io import write_json_atomic
+from trustlab.lm.interventions import Intervention, intervene
+from trustlab.lm.model import LanguageModel, Prompt, as_conversation
+
+__all__ = [
+    "ChatBackendError",
+    "ChatModel",
+    "HFChatModel",
+    "OpenAIChatModel",
+    "ScriptedChatModel",
+    "chat_model",
+    "parse_openai_spec",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ChatBackendError(BackendError):
+    """A chat server could not be reached or kept failing after the allowed retries."""
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Anything that turns conversations into replies."""
+
+    name: str
+
+    def generate(
+        self,
+        conversations: Sequence[Prompt],
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        seed: int = 0,
+    ) -> list[str]: ...
+
+
+def _check_common(conversations: Sequence[Prompt], max_new_tokens: int, temperature: float):
+    if isinstance(conversations, str) or (
+        len(conversations) > 0 and isinstance(conversations[0], Mapping)
+    ):
+        raise InputError("generate takes a list of conversations (or instructions), not one.")
+    if int(max_new_tokens) < 1:
+        raise InputError(f"max_new_tokens must be >= 1. Got {max_new_tokens}.")
+    if not float(temperature) >= 0.0:
+        raise InputError(f"temperature must be >= 0. Got {temperature}.")
+    return [as_conversation(c) for c in conversations]
+
+
+class HFChatModel:
+    """Chat with a local :class:`LanguageModel` through ``transformers``' ``generate``.
+
+    ``temperature=0`` is greedy; otherwise plain sampling (no top-k/top-p) seeded by ``seed``
+    inside a forked RNG, so the global torch RNG is left untouched. Replies for one batch
+    composition are reproducible; ``interventions`` are active during every generation.
+    """
+
+    def __init__(
+        self,
+        lm: LanguageModel,
+        *,
+        batch_size: int = 16,
+        interventions: Sequence[Intervention] = (),
+        name: str | None = None,
+    ) -> None:
+        self.lm = lm
+        self.batch_size = batch_size
+        self.interventions = tuple(interventions)
+        self.name = name or lm.spec or lm.adapter.model_type
+
+    def with_interventions(self, *interventions: Intervention) -> HFChatModel:
+        """A copy of this backend with extra interventions applied during generation."""
+        return HFChatModel(
+            self.lm,
+            batch_size=self.batch_size,
+            interventions=(*self.interventions, *interventions),
+            name=self.name,
+        )
+
+    def generate(
+        self,
+        conversations: Sequence[Prompt],
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        seed: int = 0,
+    ) -> list[str]:
+        convs = _check_common(conversations, max_new_tokens, temperature)
+        from transformers import GenerationConfig
+
+        lm = self.lm
+        sample = float(temperature) > 0.0
+        config = GenerationConfig(
+            max_new_tokens=int(max_new_tokens),
+            do_sample=sample,
+            temperature=float(temperature) if sample else 1.0,
+            top_k=0 if sample else None,
+            top_p=1.0,
+            pad_token_id=lm.pad_token_id,
+            eos_token_id=lm.eos_token_ids or None,
+        )
+        token_ids = lm.tokenize(convs)
+        replies: list[str] = [""] * len(convs)
+        order = sorted(range(len(convs)), key=lambda i: len(token_ids[i]))
+        size = max(1, int(self.batch_size))
+        with (
+            torch.no_grad(),
+            intervene(lm, *self.interventions),
+            torch.random.fork_rng(devices=[] if lm.device.type == "cpu" else [lm.device]),
+        ):
+            torch.manual_seed(int(seed))
+            for start in range(0, len(order), size):
+                chunk = order[start : start + size]
+                batch = lm.pad([token_ids[i] for i in chunk], "left")
+                out = lm.model.generate(
+                    input_ids=batch.input_ids,
+                    attention_mask=batch.attention_mask,
+                    generation_config=config,
+                )
+                new = out[:, batch.input_ids.shape[1] :]
+                for row, i in enumerate(chunk):
+                    replies[i] = lm.tokenizer.decode(new[row], skip_special_tokens=True).strip()
+        return replies
+
+
+class ScriptedChatModel:
+    """A test double: replies come from ``script`` and every call is recorded in ``calls``.
+
+    ``script`` is a callable ``conversation -> reply``, a mapping from the last user message
+    to a reply (``default`` answers the rest; without it a miss is an error), or a list of
+    replies given out in order.
+    """
+
+    def __init__(
+        self,
+        script: Callable[[list[dict[str, str]]], str] | Mapping[str, str] | Sequence[str],
+        *,
+        default: str | None = None,
+        name: str = "scripted",
+    ) -> None:
+        self.script = script
+        self.default = default
+        self.name = name
+        self.calls: list[dict[str, Any]] = []
+        self._next = 0
+
+    def _reply(self, conv: list[dict[str, str]]) -> str:
+        if callable(self.script):
+            return str(self.script(conv))
+        if isinstance(self.script, Mapping):
+            last = next((m["content"] for m in reversed(conv) if m["role"] == "user"), "")
+            if last in self.script:
+                return self.script[last]
+            if self.default is None:
+                raise InputError(f"ScriptedChatModel has no reply for {last!r:.60} and no default.")
+            return self.default
+        if self._next >= len(self.script):
+            raise InputError(f"ScriptedChatModel ran out of its {len(self.script)} replies.")
+        reply = self.script[self._next]
+        self._next += 1
+        return reply
+
+    def generate(
+        self,
+        conversations: Sequence[Prompt],
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        seed: int = 0,
+    ) -> list[str]:
+        convs = _check_common(conversations, max_new_tokens, temperature)
+        self.calls.append(
+            {
+                "conversations": convs,
+                "max_new_tokens": max_new_tokens,
+                "temperature": temperature,
+                "seed": seed,
+            }
+        )
+        return [self._reply(c) for c in convs]
+
+
+_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+class OpenAIChatModel:
+    """Client of an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    Each reply is cached on disk under ``cache_dir`` (when given), keyed by the SHA-256 of the
+    endpoint URL and the full request body (model, messages, max_tokens, temperature, seed);
+    a rerun is free and gives the same answers. Only complete, well-formed replies are cached,
+    each written atomically. Transient failures (timeouts, connection errors, HTTP 408/429/5xx)
+    are retried ``max_retries`` times with exponential backoff; a malformed body raises
+    :class:`DataError` at once. At most ``max_concurrency`` requests are in flight.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_concurrency: int = 4,
+        api_key: str | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_concurrency = max_concurrency
+        self.api_key = api_key
+        self.name = f"openai:{self.base_url}#{model}"
+        self.n_requests = 0  # HTTP requests actually sent (cache hits send none)
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def request_body(
+        self, conversation: list[dict[str, str]], max_new_tokens: int, temperature: float, seed: int
+    ) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "messages": conversation,
+            "max_tokens": int(max_new_tokens),
+            "temperature": float(temperature),
+            "seed": int(seed),
+        }
+
+    def cache_path(self, body: Mapping[str, Any]) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        key = hashlib.sha256(
+            json.dumps({"url": self.url, "body": body}, sort_keys=True).encode()
+        ).hexdigest()
+        return self.cache_dir / key[:2] / f"{key}.json"
+
+    def generate(
+        self,
+        conversations: Sequence[Prompt],
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        seed: int = 0,
+    ) -> list[str]:
+        convs = _check_common(conversations, max_new_tokens, temperature)
+        try:
+            import httpx
+        except ImportError as exc:
+            raise MissingDependencyError.for_package(
+                "httpx", "serve", "The OpenAI backend"
+            ) from exc
+        bodies = [self.request_body(c, max_new_tokens, temperature, seed) for c in convs]
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        with httpx.Client(timeout=self.timeout, headers=headers) as client:
+            if len(bodies) <= 1 or self.max_concurrency <= 1:
+                return [self._one(client, b) for b in bodies]
+            with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(bodies))) as pool:
+                return list(pool.map(lambda b: self._one(client, b), bodies))
+
+    def _one(self, client: Any, body: dict[str, Any]) -> str:
+        path = self.cache_path(body)
+        if path is not None and path.exists():
+            try:
+                return str(json.loads(path.read_text(encoding="utf-8"))["reply"])
+            except (OSError, ValueError, KeyError):
+                log.warning("ignoring unreadable cache entry %s", path)
+        reply = self._post(client, body)
+        if path is not None:
+            write_json_atomic(path, {"request": {"url": self.url, "body": body}, "reply": reply})
+        return reply
+
+    def _post(self, client: Any, body: dict[str, Any]) -> str:
+        import httpx
+
+        last = ""
+        for attempt in range(int(self.max_retries) + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                self.n_requests += 1
+                response = client.post(self.url, json=body)
+            except httpx.TimeoutException:
+                last = f"timed out after {self.timeout} s"
+                continue
+            except httpx.TransportError as exc:
+                last = f"connection failed ({type(exc).__name__}: {exc})"
+                continue
+            if response.status_code in _RETRY_STATUS:
+                last = f"HTTP {response.status_code}"
+                continue
+            if response.status_code >= 400:
+                raise ChatBackendError(
+                    f"{self.url} answered HTTP {response.status_code}: {response.text[:200]}"
+                )
+            return self._parse(response)
+        raise ChatBackendError(
+            f"{self.url} failed after {int(self.max_retries) + 1} attempts; last: {last}."
+        )
+
+    def _parse(self, response: Any) -> str:
+        try:
+            payload = response.json()
+            content = payload["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise DataError(
+                f"{self.url} returned a malformed chat completion (expected "
+                f"choices[0].message.content): {response.text[:120]!r}"
+            ) from exc
+        if not isinstance(content, str):
+            raise DataError(f"{self.url} returned non-text content: {content!r:.120}")
+        return content
+
+
+def parse_openai_spec(spec: str) -> tuple[str, str]:
+    """``openai:http://host:port/v1#model`` -> (base URL, model name)."""
+    rest = spec.partition(":")[2] if spec.startswith("openai:") else spec
+    url, _, model = rest.partition("#")
+    if not url.startswith(("http://", "https://")) or not model:
+        raise InputError(
+            f"An OpenAI-compatible spec is 'openai:http://host:port/v1#model-name'. Got {spec!r}."
+        )
+    return url, model
+
+
+def chat_model(spec: str, **kwargs: Any) -> ChatModel:
+    """A :class:`ChatModel` from ``hf:``, ``organism:`` or ``openai:`` spec strings.
+
+    Keyword arguments go to the backend (``OpenAIChatModel`` options such as ``cache_dir``;
+    for local models, ``dtype``/``device`` to :func:`load` and the rest to ``HFChatModel``).
+    """
+    if not isinstance(spec, str):
+        raise InputError(f"A chat-model spec is a string. Got {type(spec).__name__}.")
+    if spec.startswith("openai:"):
+        url, model = parse_openai_spec(spec)
+        return OpenAIChatModel(url, model, **kwargs)
+    from trustlab.lm.loading import load
+
+    load_kwargs = {k: kwargs.pop(k) for k in ("dtype", "device") if k in kwargs}
+    return HFChatModel(load(spec, **load_kwargs), **kwargs)
