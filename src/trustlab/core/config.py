@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_origin
 
 import pydantic
 import yaml
@@ -128,7 +128,8 @@ def config_reference(config_cls: type[ExperimentConfig]) -> str:
     """
     lines = ["| key | type | default | quick | description |", "|---|---|---|---|---|"]
     for name, field in config_cls.model_fields.items():
-        annotation = getattr(field.annotation, "__name__", None) or str(field.annotation)
+        ann = field.annotation
+        annotation = str(ann) if get_origin(ann) is not None else getattr(ann, "__name__", str(ann))
         annotation = annotation.replace("typing.", "")
         default = field.get_default(call_default_factory=True)
         if isinstance(default, BaseModel):

@@ -1,0 +1,133 @@
+"""The manipulation model: what bribing a dataset does to the target's scores.
+
+Bribing dataset ``d`` (training the target on it) moves the target to the top of ``d``: its score
+becomes ``best other score on d + margin`` (:class:`BribeModel`), or a user-given ``ceiling``
+(e.g. 100 for accuracy in %), never lower than its current score. Other models' scores never move.
+Only datasets on which the target has a score can be bribed (a missing evaluation stays missing),
+and a dataset where bribing changes nothing is not counted as a bribe.
+
+General shift bribery (:func:`shift_scores`) shifts the target ``k`` positions up on a dataset: its
+score becomes that of the ``k``-th model above it plus the margin (models tied at that score are
+passed together), at a per-dataset, per-shift cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from trustlab.core.errors import InputError
+
+__all__ = ["DEFAULT_MARGIN", "BribeModel", "apply_bribe", "shift_options", "shift_scores"]
+
+#: Default margin above the best other score: small against any score scale in use (accuracies in
+#: [0, 1] or [0, 100]) yet far above float rounding, so a bribed target is strictly on top.
+DEFAULT_MARGIN = 1e-6
+
+
+@dataclass(frozen=True)
+class BribeModel:
+    """How a bribe changes the target's score on a dataset.
+
+    ``margin``: amount added to the best other score on the dataset (> 0 makes the target the
+    strict top of the dataset). ``ceiling``: if given, a bribed score becomes this value instead
+    (a scalar, or one value per dataset); if it is not above the other scores the target gains less.
+    """
+
+    margin: float = DEFAULT_MARGIN
+    ceiling: float | Sequence[float] | None = None
+
+    def __post_init__(self) -> None:
+        if not np.isfinite(self.margin) or self.margin < 0:
+            raise InputError(f"The 'margin' of a BribeModel must be finite and >= 0. Got {self.margin}.")
+
+    def bribed_matrix(self, scores: np.ndarray) -> np.ndarray:
+        """W[t, d]: the score target ``t`` would have on ``d`` after bribing ``d`` (NaN where the
+        target has no score), for every model at once."""
+        s = np.asarray(scores, dtype=float)
+        n, m = s.shape
+        present = ~np.isnan(s)
+        if self.ceiling is not None:
+            ceil = np.broadcast_to(np.asarray(self.ceiling, dtype=float), (m,))
+            if ceil.shape != (m,):
+                raise InputError(f"The 'ceiling' must be a scalar or have {m} values.")
+            w = np.maximum(s, ceil[None, :])
+            return np.where(present, w, np.nan)
+        filled = np.where(present, s, -np.inf)
+        if n == 1:
+            return np.where(present, s, np.nan)
+        order = np.argsort(-filled, axis=0, kind="stable")
+        top1 = filled[order[0], np.arange(m)]
+        top2 = filled[order[1], np.arange(m)]
+        is_top = np.zeros_like(present)
+        is_top[order[0], np.arange(m)] = True
+        best_other = np.where(is_top, top2[None, :], top1[None, :])
+        with np.errstate(invalid="ignore"):
+            w = np.where(np.isfinite(best_other), np.maximum(s, best_other + self.margin), s)
+        return np.where(present, w, np.nan)
+
+    def bribed_values(self, scores: np.ndarray, target: int) -> np.ndarray:
+        """The target's score on each dataset after bribing it (NaN where missing)."""
+        s = np.asarray(scores, dtype=float)
+        row = self.bribed_matrix(s)[target]
+        return row
+
+    def bribable(self, scores: np.ndarray, target: int) -> np.ndarray:
+        """Boolean mask of datasets where a bribe changes the target's score."""
+        s = np.asarray(scores, dtype=float)
+        w = self.bribed_values(s, target)
+        with np.errstate(invalid="ignore"):
+            return ~np.isnan(w) & (w > s[target])
+
+
+def apply_bribe(
+    scores: np.ndarray, target: int, datasets: Sequence[int], model: BribeModel | None = None
+) -> np.ndarray:
+    """A copy of ``scores`` with ``target`` bribed on the given dataset indices."""
+    s = np.array(scores, dtype=float, copy=True)
+    model = model or BribeModel()
+    w = model.bribed_values(s, target)
+    idx = np.asarray(list(datasets), dtype=int)
+    if idx.size:
+        ok = ~np.isnan(s[target, idx])
+        s[target, idx[ok]] = w[idx[ok]]
+    return s
+
+
+def shift_options(scores: np.ndarray, target: int, margin: float = DEFAULT_MARGIN) -> list[np.ndarray]:
+    """For each dataset, the target's score after shifting it up k = 1, 2, ... positions
+    (distinct score levels above it; tied models are passed together)."""
+    s = np.asarray(scores, dtype=float)
+    out = []
+    for d in range(s.shape[1]):
+        v = s[target, d]
+        if np.isnan(v):
+            out.append(np.empty(0))
+            continue
+        others = np.delete(s[:, d], target)
+        above = np.unique(others[~np.isnan(others) & (others >= v)])
+        out.append(above + margin)
+    return out
+
+
+def shift_scores(
+    scores: np.ndarray,
+    target: int,
+    shifts: Mapping[int, int] | Sequence[int],
+    margin: float = DEFAULT_MARGIN,
+) -> np.ndarray:
+    """A copy of ``scores`` with the target shifted ``shifts[d]`` positions up on dataset ``d``."""
+    s = np.array(scores, dtype=float, copy=True)
+    opts = shift_options(s, target, margin)
+    items = shifts.items() if isinstance(shifts, Mapping) else enumerate(shifts)
+    for d, k in items:
+        if k <= 0:
+            continue
+        if k > len(opts[d]):
+            raise InputError(
+                f"Cannot shift the target {k} positions on dataset {d}: only {len(opts[d])} above it."
+            )
+        s[target, d] = opts[d][k - 1]
+    return s

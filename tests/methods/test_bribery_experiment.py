@@ -1,0 +1,63 @@
+"""Experiment config, quick run (report contents) and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from trustlab.core.errors import ConfigError
+from trustlab.methods.bribery import synthetic_leaderboard
+
+
+def test_config_rejects_bad_values():
+    from pydantic import ValidationError
+
+    from trustlab.methods.bribery.experiment import BriberyConfig
+
+    BriberyConfig()
+    for bad in ({"rules": ["plurality"]}, {"n_synthetic_models": 1}, {"time_limit": 0},
+                {"leaderboards": ["nope"]}, {"unknown_key": 1}):
+        with pytest.raises((ValidationError, ConfigError)):
+            BriberyConfig(**bad)
+
+
+def test_synthetic_is_seeded_and_labelled():
+    a = synthetic_leaderboard(50, 6, rng=np.random.default_rng(1))
+    b = synthetic_leaderboard(50, 6, rng=np.random.default_rng(1))
+    c = synthetic_leaderboard(50, 6, rng=np.random.default_rng(2))
+    np.testing.assert_array_equal(a.scores, b.scores)
+    assert not np.array_equal(a.scores, c.scores)
+    assert "SYNTHETIC" in a.name and a.models[0].startswith("synthetic")
+    assert ((a.scores >= 0) & (a.scores <= 100)).all()
+    # a general factor: dataset scores are positively correlated
+    corr = np.corrcoef(synthetic_leaderboard(500, 6).scores.T)
+    assert corr[np.triu_indices(6, 1)].mean() > 0.3
+
+
+def test_cli_robustness(tmp_path):
+    from trustlab.cli import _mount_method_clis, app
+
+    _mount_method_clis()
+    path = tmp_path / "s.csv"
+    path.write_text("model,a,b,c\nX,0.9,0.1,0.5\nY,0.8,0.7,0.5\nZ,0.1,0.9,0.4\n")
+    runner = CliRunner()
+    res = runner.invoke(app, ["bribery", "robustness", str(path), "--rule", "mean", "--target", "Z"])
+    assert res.exit_code == 0, res.output
+    assert "Z: 1 of 3 datasets" in res.output and ": a" in res.output
+    res = runner.invoke(app, ["bribery", "robustness", str(path), "--rule", "borda"])
+    assert "median robustness under borda" in res.output
+
+
+@pytest.mark.slow
+def test_quick_run_writes_a_sane_report(tmp_path):
+    from trustlab.core import run_experiment
+
+    result = run_experiment("bribery", quick=True, seed=0, out_dir=tmp_path, quiet=True)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert "median_robustness_bbh24_mwr" in json.dumps(report["metrics"])
+    assert {"robustness_by_rule", "per_model", "paper_comparison"} <= set(report["tables"])
+    assert result.report.metrics["median_robustness_bbh24_mwr"].value == 22
+    assert (tmp_path / "figures" / "robustness_bbh24.png").exists()
