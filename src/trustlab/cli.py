@@ -6,7 +6,6 @@ User errors print one line to stderr and exit with status 2; nothing imports thi
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import logging
 import sys
 from pathlib import Path
@@ -138,25 +137,32 @@ def _configure_logging(quiet: bool) -> None:
     )
 
 
-def _mount_method_clis() -> None:
-    """Add ``trustlab <id> ...`` for every method that ships a ``cli`` module with an ``app``."""
+def _mount_method_clis(argv: list[str]) -> None:
+    """Add ``trustlab <id> ...`` for every method that ships a ``cli`` module with an ``app``.
+
+    Only the group actually invoked is imported (method packages pull in torch, scipy, ...);
+    the others appear in ``--help`` as light stubs that point to ``trustlab <id> --help``.
+    """
+    from trustlab.core.registry import method_module_file
+
+    wanted = argv[0] if argv else None
     for info in CATALOGUE:
-        name = f"trustlab.methods.{info.module}.cli"
-        try:
-            if importlib.util.find_spec(name) is None:
-                continue
-        except ModuleNotFoundError:
+        if not method_module_file(info.id, "cli").is_file():
             continue
-        module = importlib.import_module(name)
-        sub = getattr(module, "app", None)
-        if isinstance(sub, typer.Typer):
-            app.add_typer(sub, name=info.id)
+        if info.id == wanted:
+            module = importlib.import_module(f"trustlab.methods.{info.module}.cli")
+            sub = getattr(module, "app", None)
+            if isinstance(sub, typer.Typer):
+                app.add_typer(sub, name=info.id)
+            continue
+        stub = typer.Typer(help=f"Commands of {info.id} ({info.title}).")
+        app.add_typer(stub, name=info.id)
 
 
 def main() -> None:
     """Console-script entry point: user errors become one line on stderr and exit 2."""
     try:
-        _mount_method_clis()
+        _mount_method_clis(sys.argv[1:])
         app()
     except TrustlabError as exc:
         typer.echo(f"error: {exc}", err=True)

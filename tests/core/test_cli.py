@@ -34,3 +34,15 @@ def test_user_errors_are_one_line_exit_2(args, fragment):
     assert out.returncode == 2, out.stderr
     assert fragment in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_cli_start_imports_no_method_package():
+    """`trustlab list` / `--version` must stay instant: no method package (torch, ...) imported."""
+    code = (
+        "import sys; import trustlab.cli as c; c._mount_method_clis(['list']);"
+        "from trustlab.core.registry import implemented_ids; implemented_ids();"
+        "print(sorted(m for m in sys.modules if m.startswith('trustlab.methods.')), 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] False"

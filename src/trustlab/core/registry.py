@@ -13,9 +13,9 @@ nineteen methods, implemented or not, without importing any heavy dependency.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from trustlab.core.catalogue import CATALOGUE, MethodInfo, method_info
 from trustlab.core.config import ExperimentConfig
@@ -23,7 +23,14 @@ from trustlab.core.context import RunContext
 from trustlab.core.errors import InputError, UnknownMethodError
 from trustlab.core.report import Report
 
-__all__ = ["Experiment", "get_experiment", "implemented_ids", "is_implemented", "register"]
+__all__ = [
+    "Experiment",
+    "get_experiment",
+    "implemented_ids",
+    "is_implemented",
+    "method_module_file",
+    "register",
+]
 
 RunFn = Callable[[ExperimentConfig, RunContext], Report]
 
@@ -59,15 +66,20 @@ def _experiment_module(info: MethodInfo) -> str:
     return f"trustlab.methods.{info.module}.experiment"
 
 
+def method_module_file(method_id: str, name: str) -> Path:
+    """Where ``trustlab/methods/<module>/<name>.py`` lives (it may not exist)."""
+    import trustlab.methods
+
+    return Path(trustlab.methods.__file__).parent / method_info(method_id).module / f"{name}.py"
+
+
 def is_implemented(method_id: str) -> bool:
-    """True when the method's experiment module exists (without importing it)."""
-    info = method_info(method_id)
-    if method_id in _REGISTRY:
-        return True
-    try:
-        return importlib.util.find_spec(_experiment_module(info)) is not None
-    except ModuleNotFoundError:
-        return False
+    """True when the method's experiment module exists.
+
+    Checked on disk rather than with ``find_spec``, which would import the method package
+    (and its heavy dependencies) just to answer ``trustlab list``.
+    """
+    return method_id in _REGISTRY or method_module_file(method_id, "experiment").is_file()
 
 
 def implemented_ids() -> list[str]:
