@@ -1,0 +1,163 @@
+"""A synthetic team whose human and model are calibrated per cell of a known partition.
+
+Features ``x`` are uniform on ``[0, 1]^d``; the first two coordinates fall in a
+``grid × grid`` checkerboard whose squares are the cells. Labels are uniform over ``K``
+classes and independent of ``x``; what each teammate knows about them is set per cell:
+
+* the **human** reports label ``h``, right with probability ``a(cell)`` and otherwise a
+  uniformly drawn wrong class, with stated confidence ``a(cell) + overconfidence`` on ``h``
+  (the rest spread evenly). With ``overconfidence = 0`` the human is exactly calibrated on
+  every cell: ``P(y = h | cell, h) = a(cell)``.
+* the **model** sees ``z = μ(cell)·e_y + ε`` with ``ε ~ N(0, I_K)`` and outputs
+  ``softmax(μ(cell)·z)``, which is the exact posterior ``P(y | z)``, hence calibrated on
+  every partition that is a function of ``(x, z)``. ``model_temperature ≠ 1`` divides the
+  logits by it, to make the model over- (<1) or under-confident (>1).
+
+Human and model noises are independent given ``y`` (the conditional-independence
+assumption of the confusion-matrix combination). On "light" squares (``(i + j)`` even) the
+human is strong, on "dark" squares weak; the model's strength can differ between them too
+(by default it does not, so the model's output says nothing about the cell). The best
+delegator must learn the checkerboard (the default ``grid = 2`` is XOR): a linear
+meta-classifier cannot, which is the capacity demand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import softmax
+
+from trustlab.core.errors import InputError
+from trustlab.methods.teaming.partitions import labels_to_probs
+
+__all__ = ["TeamingData", "make_teaming_data"]
+
+
+@dataclass(frozen=True)
+class TeamingData:
+    """One synthetic (or loaded) team data set; every array has ``n`` rows.
+
+    ``human_correct_prob`` and ``model_correct_prob`` are the true probabilities that each
+    teammate's label is right given what the delegator may see (known here by construction).
+    """
+
+    features: NDArray[np.float64]
+    labels: NDArray[np.int64]
+    cells: NDArray[np.int64]
+    human_labels: NDArray[np.int64]
+    human_probs: NDArray[np.float64]
+    model_probs: NDArray[np.float64]
+    human_correct_prob: NDArray[np.float64]
+    model_correct_prob: NDArray[np.float64]
+
+    @property
+    def n(self) -> int:
+        return int(self.labels.size)
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.model_probs.shape[1])
+
+    def subset(self, idx: NDArray[np.intp]) -> TeamingData:
+        """The rows ``idx`` of every array (for splits)."""
+        return TeamingData(**{k: getattr(self, k)[idx] for k in self.__dataclass_fields__})
+
+
+def _check_prob(name: str, value: float, lo: float, hi: float) -> None:
+    if not lo <= value <= hi:
+        raise InputError(
+            f"The '{name}' parameter of make_teaming_data must be in [{lo:.3g}, {hi:.3g}]. Got {value}."
+        )
+
+
+def make_teaming_data(
+    n: int = 10_000,
+    *,
+    n_classes: int = 10,
+    grid: int = 2,
+    n_noise_features: int = 0,
+    human_accuracy: tuple[float, float] = (0.95, 0.4),
+    model_strength: tuple[float, float] = (2.3, 2.3),
+    human_overconfidence: float = 0.0,
+    model_temperature: float = 1.0,
+    rng: np.random.Generator | int | None = 0,
+) -> TeamingData:
+    """Draw a synthetic human-AI team calibrated per checkerboard cell.
+
+    Parameters
+    ----------
+    n:
+        Number of points.
+    n_classes:
+        ``K``.
+    grid:
+        The checkerboard has ``grid × grid`` cells on the first two features (``grid = 1``
+        makes one cell: no structure to learn).
+    n_noise_features:
+        Extra uniform features that carry no information.
+    human_accuracy:
+        ``a`` on (light, dark) squares: the human's probability of being right.
+    model_strength:
+        ``μ`` on (light, dark) squares: the model's signal-to-noise ratio.
+    human_overconfidence:
+        Added to the human's stated confidence (0 = calibrated; clipped to ``[1/K, 1]``).
+    model_temperature:
+        Divides the model's logits (1 = calibrated).
+    rng:
+        numpy Generator or seed.
+    """
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 2:
+        raise InputError(f"The 'n' parameter of make_teaming_data must be an int >= 2. Got {n}.")
+    if not isinstance(n_classes, int | np.integer) or n_classes < 2:
+        raise InputError(f"The 'n_classes' parameter of make_teaming_data must be >= 2. Got {n_classes}.")
+    if not isinstance(grid, int | np.integer) or grid < 1:
+        raise InputError(f"The 'grid' parameter of make_teaming_data must be >= 1. Got {grid}.")
+    if not isinstance(n_noise_features, int | np.integer) or n_noise_features < 0:
+        raise InputError(
+            f"The 'n_noise_features' parameter of make_teaming_data must be >= 0. Got {n_noise_features}."
+        )
+    for a in human_accuracy:
+        _check_prob("human_accuracy", a, 1.0 / n_classes, 1.0)
+    for mu in model_strength:
+        if not 0.0 <= mu < 50.0:
+            raise InputError(
+                f"The 'model_strength' parameter of make_teaming_data must be in [0, 50). Got {mu}."
+            )
+    if not model_temperature > 0:
+        raise InputError(
+            f"The 'model_temperature' parameter of make_teaming_data must be > 0. Got {model_temperature}."
+        )
+    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    k = int(n_classes)
+
+    x = gen.uniform(0.0, 1.0, size=(n, 2 + int(n_noise_features)))
+    ij = np.minimum((x[:, :2] * grid).astype(np.int64), grid - 1)
+    cells = ij[:, 0] * grid + ij[:, 1]
+    dark = (ij.sum(axis=1) % 2).astype(np.intp)
+    a = np.asarray(human_accuracy, dtype=np.float64)[dark]
+    mu = np.asarray(model_strength, dtype=np.float64)[dark]
+
+    y = gen.integers(0, k, size=n)
+    wrong = (y + gen.integers(1, k, size=n)) % k  # uniform over the other classes
+    human_right = gen.uniform(size=n) < a
+    h = np.where(human_right, y, wrong)
+    stated = np.clip(a + human_overconfidence, 1.0 / k, 1.0)
+    human_probs = labels_to_probs(h, stated, k)
+
+    z = gen.normal(size=(n, k))
+    z[np.arange(n), y] += mu
+    model_probs = softmax(mu[:, None] * z / model_temperature, axis=1)
+    true_posterior = softmax(mu[:, None] * z, axis=1)
+    model_pred = np.argmax(model_probs, axis=1)
+    return TeamingData(
+        features=x,
+        labels=y.astype(np.int64),
+        cells=cells.astype(np.int64),
+        human_labels=h.astype(np.int64),
+        human_probs=human_probs,
+        model_probs=model_probs,
+        human_correct_prob=a,
+        model_correct_prob=true_posterior[np.arange(n), model_pred],
+    )
