@@ -46,3 +46,20 @@ def test_cli_start_imports_no_method_package():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[] False"
+
+
+def test_bad_config_values_exit_2_naming_the_key(tmp_path):
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("n_splits: [1,\n")
+    cases = [
+        (("run", "hcc", "--set", "n_splits=0"), "'n_splits'"),
+        (("run", "hcc", "--set", "no_such_key=1"), "Valid keys:"),
+        (("run", "hcc", "--config", str(bad_yaml)), "not valid YAML"),
+        (("run", "hcc", "--config", str(tmp_path / "missing.yaml")), "does not exist"),
+    ]
+    for args, fragment in cases:
+        out = trustlab(*args, "--out", str(tmp_path / "never"))
+        assert out.returncode == 2, (args, out.stderr)
+        assert fragment in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert not (tmp_path / "never").exists()
