@@ -1,15 +1,38 @@
-"""Jaguar: homomorphic linear layers on a power-of-two ring (part 1 of the method).
+"""Jaguar: hybrid HE/2PC private CNN inference on a power-of-two ring.
 
-RLWE over ``Z_{2^K}[X]/(X^N+1)``, SPA-Conv (scalar–polynomial accumulation in the coefficient
-domain), truncation by local right shifts, client decryption through an auxiliary NTT prime,
-and a Cheetah-style prime-modulus baseline in the same code.
+Part 1: RLWE over ``Z_{2^K}[X]/(X^N+1)``, SPA-Conv (scalar–polynomial accumulation in the
+coefficient domain), truncation by local right shifts, client decryption through an auxiliary
+NTT prime, and a Cheetah-style prime-modulus baseline in the same code.
+Part 2: base OT + IKNP extension, the millionaires' protocol, DReLU/ReLU at the target ring,
+pooling, extension/truncation, and end-to-end private inference between two processes.
 """
 
+from trustlab.methods.jaguar.channel import (
+    PROTOCOL_VERSION,
+    Channel,
+    ChannelError,
+    ChannelStats,
+    accept,
+    channel_pair,
+    connect,
+    listen,
+)
 from trustlab.methods.jaguar.cheetah import (
     CheetahClient,
     CheetahServer,
     RNSCiphertext,
     cheetah_params,
+)
+from trustlab.methods.jaguar.inference import (
+    NETWORKS,
+    InferenceResult,
+    LayerCost,
+    ProtocolConfig,
+    estimate_time,
+    private_inference,
+    query,
+    run_party,
+    serve,
 )
 from trustlab.methods.jaguar.layout import ConvLayout, FCLayout, conv2d_int, plan_conv, plan_fc
 from trustlab.methods.jaguar.linear import (
@@ -21,7 +44,36 @@ from trustlab.methods.jaguar.linear import (
     query_nbytes,
     round_shift,
 )
+from trustlab.methods.jaguar.millionaire import and_gates, bit_triples, millionaire
+from trustlab.methods.jaguar.network import (
+    AvgPool,
+    Conv,
+    Dense,
+    Flatten,
+    MaxPool,
+    QuantNet,
+    ReLU,
+    Residual,
+    SumPool,
+    digits_data,
+    error_bound,
+    fixed_point_forward,
+    float_forward,
+    from_torch,
+    load_quantnet,
+    quantise,
+    save_quantnet,
+    train_digits_cnn,
+)
 from trustlab.methods.jaguar.ntt import NTTContext, aux_negacyclic_mul, find_ntt_primes
+from trustlab.methods.jaguar.ot import (
+    KAPPA,
+    IKNPReceiver,
+    IKNPSender,
+    OTSuite,
+    base_ot_receive,
+    base_ot_send,
+)
 from trustlab.methods.jaguar.params import (
     HE_STANDARD_128,
     JaguarParams,
@@ -29,6 +81,9 @@ from trustlab.methods.jaguar.params import (
     jaguar_params,
     security_bits,
 )
+from trustlab.methods.jaguar.party import Party, open_arith, open_bool, share
+from trustlab.methods.jaguar.pooling import avg_pool, max_pool, sum_pool
+from trustlab.methods.jaguar.relu import drelu, extend, mux, relu, truncate, wrap_shares
 from trustlab.methods.jaguar.ring import centered, monomial_mul, negacyclic_mul_exact, to_ring
 from trustlab.methods.jaguar.rlwe import (
     Ciphertext,
@@ -44,41 +99,98 @@ from trustlab.methods.jaguar.spa import spa_accumulate, spa_accumulate_reference
 
 __all__ = [
     "HE_STANDARD_128",
+    "KAPPA",
+    "NETWORKS",
+    "PROTOCOL_VERSION",
+    "AvgPool",
+    "Channel",
+    "ChannelError",
+    "ChannelStats",
     "CheetahClient",
     "CheetahServer",
     "Ciphertext",
+    "Conv",
     "ConvLayout",
+    "Dense",
     "FCLayout",
+    "Flatten",
+    "IKNPReceiver",
+    "IKNPSender",
+    "InferenceResult",
     "JaguarClient",
     "JaguarParams",
     "JaguarServer",
+    "LayerCost",
     "LinearResponse",
+    "MaxPool",
     "NTTContext",
     "NoiseBudget",
+    "OTSuite",
+    "Party",
     "PrimeParams",
+    "ProtocolConfig",
+    "QuantNet",
     "RNSCiphertext",
+    "ReLU",
+    "Residual",
     "Sampler",
     "SecretKey",
+    "SumPool",
+    "accept",
+    "and_gates",
     "aux_negacyclic_mul",
+    "avg_pool",
+    "base_ot_receive",
+    "base_ot_send",
+    "bit_triples",
     "centered",
+    "channel_pair",
     "cheetah_params",
+    "connect",
     "conv2d_int",
     "decrypt",
+    "digits_data",
+    "drelu",
     "encrypt",
+    "error_bound",
+    "estimate_time",
+    "extend",
     "find_ntt_primes",
+    "fixed_point_forward",
+    "float_forward",
+    "from_torch",
     "jaguar_params",
     "keygen",
     "linear_noise_budget",
+    "listen",
+    "load_quantnet",
+    "max_pool",
+    "millionaire",
     "mod_switch",
     "monomial_mul",
+    "mux",
     "negacyclic_mul_exact",
+    "open_arith",
+    "open_bool",
     "phase",
     "plan_conv",
     "plan_fc",
+    "private_inference",
+    "quantise",
+    "query",
     "query_nbytes",
+    "relu",
     "round_shift",
+    "run_party",
+    "save_quantnet",
     "security_bits",
+    "serve",
+    "share",
     "spa_accumulate",
     "spa_accumulate_reference",
+    "sum_pool",
     "to_ring",
+    "train_digits_cnn",
+    "truncate",
+    "wrap_shares",
 ]

@@ -22,7 +22,21 @@ from trustlab.methods.jaguar.comparison import (
     communication,
     run_layer,
 )
+from trustlab.methods.jaguar.inference import (
+    NETWORKS,
+    ProtocolConfig,
+    estimate_time,
+    private_inference,
+)
 from trustlab.methods.jaguar.linear import JaguarClient, linear_noise_budget
+from trustlab.methods.jaguar.network import (
+    digits_data,
+    error_bound,
+    fixed_point_forward,
+    float_forward,
+    quantise,
+    train_digits_cnn,
+)
 from trustlab.methods.jaguar.params import jaguar_params
 from trustlab.methods.jaguar.sampling import Sampler
 
@@ -46,8 +60,20 @@ class JaguarConfig(ExperimentConfig):
         16, gt=0, le=512, description="Output channels run per layer (time scales linearly)."
     )
     max_layers: int = Field(4, gt=0, le=11, description="How many of the chosen layers to run.")
+    e2e_images: int = Field(
+        12, ge=0, le=360,
+        description="Digits test images classified privately by Jaguar and the baseline over two "
+        "processes (0 skips the end-to-end part).",
+    )
+    e2e_epochs: int = Field(
+        8, ge=1, le=50, description="Training epochs of the embedded digits CNN (numpy, Adam)."
+    )
+    e2e_dealer_ot: bool = Field(
+        False, description="Test-only trusted-dealer OT instead of base OT + IKNP (insecure)."
+    )
 
-    QUICK: ClassVar[dict] = {"layers": "small", "max_out_channels": 8, "max_layers": 2}
+    QUICK: ClassVar[dict] = {"layers": "small", "max_out_channels": 8, "max_layers": 2,
+                             "e2e_images": 2, "e2e_epochs": 3}
 
 
 @register("jaguar", config=JaguarConfig)
@@ -128,4 +154,67 @@ def run(config: JaguarConfig, ctx: RunContext) -> Report:
         f"answer at 2^{cp.response_bits}. The baseline's answer is the untruncated product; its "
         "post-ReLU truncation protocol (part 2) is not counted here."
     )
+    if config.e2e_images:
+        _end_to_end(config, ctx)
     return report
+
+
+def _end_to_end(config: JaguarConfig, ctx: RunContext) -> None:
+    """The digits CNN through Jaguar and the Cheetah-style baseline between two processes."""
+    report = ctx.report
+    with ctx.stage("train digits CNN"):
+        layers = train_digits_cnn(seed=ctx.seed, epochs=config.e2e_epochs)
+        _, _, x_test, y_test = digits_data(ctx.seed)
+        net = quantise(layers, config.shift, (1, 8, 8))
+    images, labels = x_test[: config.e2e_images], y_test[: config.e2e_images]
+    ref = np.stack([fixed_point_forward(net, net.quantise_input(x)) for x in images])
+    plain_float = np.array([float_forward(layers, x).argmax() for x in images])
+    results = {}
+    for i, system in enumerate(("jaguar", "cheetah")):
+        cfg = ProtocolConfig(system=system, ell=config.ell_out, n=config.ring_degree,
+                             guard_bits=config.guard_bits, dealer=config.e2e_dealer_ot)
+        with ctx.stage(f"private inference ({system})"):
+            results[system] = private_inference(net, images, cfg,
+                                                seed=int(ctx.child_rng(f"e2e{i}").integers(2**31)))
+    jag, che = results["jaguar"], results["cheetah"]
+    for name, res, per in (("jaguar", jag, 1.0), ("cheetah", che, 2.0)):
+        err = np.abs(res.logits - ref)
+        report.metric(f"e2e_{name}_prediction_agreement",
+                      float(np.mean(res.logits.argmax(1) == ref.argmax(1))), headline=True,
+                      description=f"{name}: private prediction == plaintext fixed-point prediction")
+        report.metric(f"e2e_{name}_max_logit_error_ulp", int(err.max()),
+                      description=f"{name}: largest |private - plaintext| logit, in 2^-f units")
+        report.metric(f"e2e_{name}_logit_error_bound_ulp", float(error_bound(net, per)),
+                      description="worst-case propagated truncation error (documented bound)")
+        report.metric(f"e2e_{name}_accuracy", float(np.mean(res.logits.argmax(1) == labels)),
+                      description=f"{name}: private accuracy on the images run")
+    report.metric("e2e_plaintext_accuracy", float(np.mean(ref.argmax(1) == labels)),
+                  description="plaintext fixed-point accuracy on the same images")
+    report.metric("e2e_float_fixed_agreement", float(np.mean(plain_float == ref.argmax(1))),
+                  description="float vs fixed-point prediction agreement")
+    report.metric("e2e_comm_ratio", che.bytes / jag.bytes, headline=True,
+                  description="Cheetah / Jaguar bytes of the online phase (digits CNN)")
+    report.metric("e2e_rounds_jaguar", jag.rounds, description="one-way latencies, online phase")
+    report.metric("e2e_rounds_cheetah", che.rounds, description="one-way latencies, online phase")
+    report.metric("e2e_latency_ratio", che.seconds / jag.seconds,
+                  description="Cheetah / Jaguar online wall-clock on loopback (noisy)")
+    for net_name in NETWORKS:
+        tj = estimate_time(jag.seconds, jag.bytes, jag.rounds, net_name)
+        tc = estimate_time(che.seconds, che.bytes, che.rounds, net_name)
+        report.metric(f"e2e_{net_name}_latency_ratio", tc / tj,
+                      description=f"Cheetah / Jaguar estimated time under the {net_name.upper()} "
+                      "model (measured compute + bytes/bandwidth + latencies x RTT/2)")
+        report.metric(f"e2e_{net_name}_seconds_per_image_jaguar", tj / len(images), unit=" s",
+                      description=f"Jaguar estimated seconds per image ({net_name.upper()})")
+    rows = []
+    for name, res in results.items():
+        for kind, c in res.by_kind().items():
+            if c.bytes or c.seconds > 1e-3:
+                rows.append({"system": name, "layer_type": kind, "seconds": c.seconds,
+                             "MiB": c.bytes / 2**20, "rounds": c.rounds})
+        rows.append({"system": name, "layer_type": "total (online)", "seconds": res.seconds,
+                     "MiB": res.bytes / 2**20, "rounds": res.rounds})
+        rows.append({"system": name, "layer_type": "setup (base OT, keys)",
+                     "seconds": res.setup_seconds, "MiB": res.setup_bytes / 2**20, "rounds": 0})
+    report.table("e2e_costs", rows, caption=f"Digits CNN, {len(images)} images in one batch, "
+                 "two processes over TCP loopback; bytes both ways, rounds = one-way latencies.")
