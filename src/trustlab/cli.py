@@ -15,7 +15,7 @@ import typer
 
 from trustlab import __version__
 from trustlab.core.catalogue import CATALOGUE
-from trustlab.core.errors import ConfigError, TrustlabError
+from trustlab.core.errors import ConfigError, TrustlabError, UnknownMethodError
 
 app = typer.Typer(
     help="trustlab: nineteen methods for AI safety and trustworthy ML.",
@@ -145,7 +145,7 @@ def _mount_method_clis(argv: list[str]) -> None:
     """
     from trustlab.core.registry import method_module_file
 
-    wanted = argv[0] if argv else None
+    wanted = argv[1] if len(argv) > 1 and argv[0] == "serve" else (argv[0] if argv else None)
     for info in CATALOGUE:
         if not method_module_file(info.id, "cli").is_file():
             continue
@@ -159,10 +159,33 @@ def _mount_method_clis(argv: list[str]) -> None:
         app.add_typer(stub, name=info.id)
 
 
+def _serving_argv(argv: list[str]) -> list[str]:
+    """``trustlab serve <id> ARGS`` is ``trustlab <id> serve ARGS`` (methods that offer a service)."""
+    if len(argv) >= 2 and argv[0] == "serve" and not argv[1].startswith("-"):
+        from trustlab.core.catalogue import method_info
+        from trustlab.core.registry import method_module_file
+
+        info = method_info(argv[1])
+        if not method_module_file(info.id, "cli").is_file():
+            raise UnknownMethodError(f"Method '{info.id}' offers no service.")
+        return [info.id, "serve", *argv[2:]]
+    return argv
+
+
+@app.command("serve", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def serve(
+    method: Annotated[str, typer.Argument(help="A method that offers a service (e.g. lisa).")],
+) -> None:
+    """Start a method's service: `trustlab serve lisa --db PATH --port P` (see `trustlab lisa serve --help`)."""
+    raise UnknownMethodError(f"Method '{method}' offers no service.")  # reached only without a cli
+
+
 def main() -> None:
     """Console-script entry point: user errors become one line on stderr and exit 2."""
     try:
-        _mount_method_clis(sys.argv[1:])
+        argv = _serving_argv(sys.argv[1:])
+        _mount_method_clis(argv)
+        sys.argv[1:] = argv
         app()
     except TrustlabError as exc:
         typer.echo(f"error: {exc}", err=True)

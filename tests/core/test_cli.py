@@ -63,3 +63,11 @@ def test_bad_config_values_exit_2_naming_the_key(tmp_path):
         assert fragment in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert not (tmp_path / "never").exists()
+
+
+def test_serve_routes_to_the_method_service():
+    out = trustlab("serve", "lisa", "--help")
+    assert out.returncode == 0, out.stderr
+    assert "--db" in out.stdout and "--token" in out.stdout
+    bad = trustlab("serve", "hcc")
+    assert bad.returncode == 2 and "offers no service" in bad.stderr

@@ -1,0 +1,418 @@
+"""LiSA's structured memory: policy abstractions, conflict-aware local rules, evidence gating.
+
+A user report (a case and the reporter's label, which may be wrong) is *lifted* into a
+policy abstraction: a rule over the case's abstraction attributes (for flows the recipient
+and the transmission principle, the context of a contextual-integrity norm; for tool actions the tool and the instruction's embedding
+neighbourhood). Attribute values are grouped by an online leader clustering of their
+embeddings (cosine >= ``value_similarity``), so "a close friend" and "close friend" or two
+paraphrased instructions land in the same abstraction and one report covers unseen cases of
+its kind.
+
+When an abstraction gathers reports with both labels it is split, on the remaining attribute
+that best separates them (data type, sender, subject, or a tool argument), into
+more specific **local rules**, once at least ``min_split_support`` (default 2) minority-label
+reports share a value of that attribute; a split abstraction no longer fires by itself, so mixed
+evidence never becomes a blanket override.
+
+Every entry keeps its evidence. The entry's correctness ``theta`` has a Beta(a, b) prior
+(default a = b = 1, uniform); after k agreeing of n reports the posterior is
+Beta(a + k, b + n - k) and its ``gate_alpha`` quantile is the lower bound ``LB``. The entry
+overrides the base guardrail on a case only when ``LB`` exceeds the base guardrail's own
+estimated reliability there,
+
+    r = (m * c(x) + k_base) / (m + n),
+
+where ``c(x) = max(s, 1 - s)`` is the base's confidence on the case (its score ``s``),
+``k_base`` the entry's reports on which the base's decision matched the reported label, and
+``m`` (``base_prior_strength``) the weight of the base's confidence as pseudo-reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trustlab.core.errors import InputError
+from trustlab.methods.lisa.cases import ALLOW, BLOCK, Case, Decision, FiredEntry
+from trustlab.methods.lisa.embedding import Embedder
+from trustlab.stats import beta_posterior_quantile
+
+__all__ = [
+    "DEFAULT_ABSTRACTION",
+    "MemoryEntry",
+    "PolicyMemory",
+    "ValueIndex",
+]
+
+#: Attributes a report is lifted over, per case kind (the rest are candidates for local rules).
+DEFAULT_ABSTRACTION: dict[str, tuple[str, ...]] = {
+    "flow": ("recipient", "transmission_principle"),
+    "action": ("tool", "instruction"),
+}
+
+
+class ValueIndex:
+    """Online leader clustering of attribute values, one cluster list per attribute.
+
+    With ``embedder=None`` (or ``similarity >= 1``) values only match exactly (after
+    normalisation). Clusters are created only by reports; lookups at decision time never
+    change the index, so decisions are a pure function of the report history.
+    """
+
+    def __init__(self, embedder: Embedder | None, similarity: float) -> None:
+        self.embedder = embedder
+        self.similarity = similarity
+        self._exact: dict[str, dict[str, int]] = {}
+        self._leaders: dict[str, list[str]] = {}
+        self._vectors: dict[str, np.ndarray] = {}
+        self._miss: dict[str, set[str]] = {}
+
+    def leader(self, attr: str, cid: int) -> str:
+        return self._leaders[attr][cid]
+
+    def n_clusters(self, attr: str) -> int:
+        return len(self._leaders.get(attr, ()))
+
+    def lookup(self, attr: str, value: str, *, create: bool) -> int:
+        """Cluster id of ``value`` for ``attr``; -1 when absent and ``create`` is false."""
+        exact = self._exact.setdefault(attr, {})
+        if value in exact:
+            return exact[value]
+        misses = self._miss.setdefault(attr, set())
+        if not create and value in misses:
+            return -1
+        cid = -1
+        leaders = self._leaders.setdefault(attr, [])
+        use_vectors = self.embedder is not None and self.similarity < 1.0 and value != ""
+        vec = None
+        if use_vectors and leaders:
+            vec = self.embedder.encode([value])[0]  # type: ignore[union-attr]
+            mat = self._vectors.get(attr)
+            if mat is not None and len(mat):
+                sims = mat @ vec
+                best = int(np.argmax(sims))
+                if sims[best] >= self.similarity:
+                    cid = best
+        if cid < 0 and create:
+            cid = len(leaders)
+            leaders.append(value)
+            if use_vectors:
+                if vec is None:
+                    vec = self.embedder.encode([value])[0]  # type: ignore[union-attr]
+                mat = self._vectors.get(attr)
+                self._vectors[attr] = vec[None, :] if mat is None else np.vstack([mat, vec])
+            else:
+                self._vectors.setdefault(attr, np.zeros((0, 1), dtype=np.float32))
+            misses.clear()  # a new cluster may now match values that missed before
+        if cid >= 0:
+            exact[value] = cid
+        else:
+            misses.add(value)
+        return cid
+
+
+@dataclass
+class _Report:
+    label: int
+    base_label: int
+    cids: dict[str, int]
+
+
+@dataclass
+class MemoryEntry:
+    """A policy abstraction (``depth == 0``) or a local rule inside one (``depth > 0``).
+
+    ``conditions`` are ``(attribute, value)`` pairs (the cluster leaders' values); evidence is
+    ``n_block``/``n_allow`` reports, ``confirmations`` (reports that agreed with what this
+    entry had decided) and ``base_agreements`` (reports on which the base was already right).
+    """
+
+    entry_id: str
+    kind: str
+    conditions: tuple[tuple[str, str], ...]
+    depth: int = 0
+    n_block: int = 0
+    n_allow: int = 0
+    confirmations: int = 0
+    base_agreements: int = 0
+    split_attribute: str | None = None
+    children: dict[int, MemoryEntry] = field(default_factory=dict)
+    reports: list[_Report] = field(default_factory=list, repr=False)
+    _lb: float | None = field(default=None, repr=False)
+
+    @property
+    def n_reports(self) -> int:
+        return self.n_block + self.n_allow
+
+    @property
+    def label(self) -> int:
+        """Majority label of the reports; ties go to block (fail closed)."""
+        return BLOCK if self.n_block >= self.n_allow else ALLOW
+
+    @property
+    def agree(self) -> int:
+        return max(self.n_block, self.n_allow)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.split_attribute is None
+
+    def to_dict(self, lower_bound: float | None = None) -> dict[str, Any]:
+        return {
+            "id": self.entry_id,
+            "kind": self.kind,
+            "conditions": dict(self.conditions),
+            "label": "block" if self.label == BLOCK else "allow",
+            "is_local_rule": self.depth > 0,
+            "split_on": self.split_attribute,
+            "evidence": {
+                "reports": self.n_reports,
+                "block": self.n_block,
+                "allow": self.n_allow,
+                "agreeing": self.agree,
+                "disagreeing": self.n_reports - self.agree,
+                "confirmations": self.confirmations,
+                "base_was_right": self.base_agreements,
+            },
+            "lower_bound": lower_bound,
+        }
+
+
+class PolicyMemory:
+    """LiSA's memory. ``fold`` adds a report; ``consult`` combines it with a base decision.
+
+    Parameters (paper symbols in brackets where it names them):
+      embedder: groups attribute values by embedding similarity (None: exact values only).
+      value_similarity: cosine threshold of the attribute-value clustering.
+      gate_alpha: quantile of the correctness posterior used as its lower bound.
+      prior: (a, b) of the Beta prior on an entry's correctness; (1, 1) is uniform.
+      base_prior_strength: m, the pseudo-report weight of the base's own confidence.
+      gating: False switches the posterior gate off (ablation: majority label always fires).
+      local_rules: False keeps mixed abstractions whole (ablation: no conflict splits).
+      abstraction: attributes to lift reports over, per case kind.
+      min_split_support: reports of the minority label that must share a value of an
+        attribute before the abstraction is split on it.
+    """
+
+    def __init__(
+        self,
+        *,
+        embedder: Embedder | None = None,
+        value_similarity: float = 0.85,
+        gate_alpha: float = 0.2,
+        prior: tuple[float, float] = (1.0, 1.0),
+        base_prior_strength: float = 2.0,
+        gating: bool = True,
+        local_rules: bool = True,
+        abstraction: dict[str, tuple[str, ...]] | None = None,
+        min_split_support: int = 2,
+    ) -> None:
+        self.embedder = embedder
+        self.min_split_support = min_split_support
+        self.value_similarity = value_similarity
+        self.gate_alpha = gate_alpha
+        self.prior = prior
+        self.base_prior_strength = base_prior_strength
+        self.gating = gating
+        self.local_rules = local_rules
+        self.abstraction = abstraction
+
+    # -- state --------------------------------------------------------------------------
+    def _state(self) -> None:
+        if hasattr(self, "roots_"):
+            return
+        if not 0.0 < self.gate_alpha < 1.0:
+            raise InputError(
+                f"The 'gate_alpha' parameter of LiSA must be in (0, 1). Got {self.gate_alpha}."
+            )
+        if self.base_prior_strength < 0:
+            raise InputError(
+                "The 'base_prior_strength' parameter of LiSA must be >= 0. "
+                f"Got {self.base_prior_strength}."
+            )
+        self.index_ = ValueIndex(self.embedder, self.value_similarity)
+        self.roots_: dict[tuple[str, tuple[int, ...]], MemoryEntry] = {}
+        self.n_reports_ = 0
+        self._next_id = 0
+
+    def _abstraction(self, kind: str) -> tuple[str, ...]:
+        table = self.abstraction or DEFAULT_ABSTRACTION
+        if kind not in table:
+            raise InputError(f"LiSA has no abstraction attributes for case kind '{kind}'.")
+        return tuple(table[kind])
+
+    def _new_id(self, prefix: str) -> str:
+        self._next_id += 1
+        return f"{prefix}{self._next_id}"
+
+    # -- folding reports ----------------------------------------------------------------
+    def fold(self, case: Case, label: int, base_score: float, decided_by: Sequence[str] = ()) -> str:
+        """Store a report and return the id of the entry (leaf) it landed in."""
+        self._state()
+        if label not in (ALLOW, BLOCK):
+            raise InputError(f"A report label must be 0 (allow) or 1 (block). Got {label!r}.")
+        attrs = case.attributes()
+        abstr = self._abstraction(case.kind)
+        cids = {a: self.index_.lookup(a, attrs.get(a, ""), create=True) for a in sorted(attrs)}
+        for a in abstr:
+            cids.setdefault(a, self.index_.lookup(a, "", create=True))
+        key = (case.kind, tuple(cids[a] for a in abstr))
+        root = self.roots_.get(key)
+        if root is None:
+            conds = tuple((a, self.index_.leader(a, cids[a])) for a in abstr)
+            root = MemoryEntry(self._new_id("A"), case.kind, conds)
+            self.roots_[key] = root
+        base_label = BLOCK if base_score >= 0.5 else ALLOW
+        record = _Report(int(label), base_label, cids)
+        node = root
+        while True:
+            if node.entry_id in decided_by and node.label == label:
+                node.confirmations += 1
+            self._add(node, record)
+            if node.is_leaf:
+                break
+            cid = cids.get(node.split_attribute, -1)  # type: ignore[arg-type]
+            child = node.children.get(cid)
+            if child is None:
+                child = self._child(node, node.split_attribute, cid)  # type: ignore[arg-type]
+            node = child
+        if self.local_rules:
+            self._maybe_split(node, abstr)
+            while not node.is_leaf:
+                node = node.children[cids.get(node.split_attribute, -1)]  # type: ignore[arg-type]
+        self.n_reports_ += 1
+        return node.entry_id
+
+    @staticmethod
+    def _add(node: MemoryEntry, record: _Report) -> None:
+        node.reports.append(record)
+        if record.label == BLOCK:
+            node.n_block += 1
+        else:
+            node.n_allow += 1
+        if record.base_label == record.label:
+            node.base_agreements += 1
+        node._lb = None
+
+    def _child(self, node: MemoryEntry, attr: str, cid: int) -> MemoryEntry:
+        value = self.index_.leader(attr, cid) if cid >= 0 else ""
+        child = MemoryEntry(
+            f"{node.entry_id}.{self._new_id('L')}",
+            node.kind,
+            (*node.conditions, (attr, value)),
+            depth=node.depth + 1,
+        )
+        node.children[cid] = child
+        return child
+
+    def _maybe_split(self, node: MemoryEntry, abstr: tuple[str, ...]) -> None:
+        """Split a mixed-label leaf on the attribute whose values best separate its labels."""
+        if node.n_block == 0 or node.n_allow == 0:
+            return
+        used = set(abstr) | {a for a, _ in node.conditions}
+        candidates = sorted({a for r in node.reports for a in r.cids} - used)
+        minority = 1 - node.label
+        best_attr, best_key = None, (node.agree, 0)
+        for attr in candidates:
+            groups: dict[int, list[int]] = {}
+            for r in node.reports:
+                groups.setdefault(r.cids.get(attr, -1), [0, 0])[r.label] += 1
+            if len(groups) < 2:
+                continue
+            # a local rule needs support: some value whose reports mostly carry the minority
+            # label, at least ``min_split_support`` of them (one flipped report never splits)
+            if not any(
+                g[minority] >= self.min_split_support and g[minority] > g[1 - minority]
+                for g in groups.values()
+            ):
+                continue
+            key = (sum(max(g) for g in groups.values()), -len(groups))
+            if key > best_key:
+                best_attr, best_key = attr, key
+        if best_attr is None:
+            return  # no attribute separates the labels: keep the mixed evidence (noise)
+        node.split_attribute = best_attr
+        for r in node.reports:
+            cid = r.cids.get(best_attr, -1)
+            child = node.children.get(cid) or self._child(node, best_attr, cid)
+            self._add(child, r)
+        for child in node.children.values():
+            self._maybe_split(child, abstr)
+
+    # -- consulting ---------------------------------------------------------------------
+    def match(self, case: Case) -> MemoryEntry | None:
+        """The leaf entry whose conditions the case meets, or None (no abstraction, or a split
+        abstraction whose local rules do not cover the case)."""
+        if not hasattr(self, "roots_"):
+            return None
+        attrs = case.attributes()
+        abstr = self._abstraction(case.kind)
+        key = (case.kind, tuple(self.index_.lookup(a, attrs.get(a, ""), create=False) for a in abstr))
+        if -1 in key[1]:
+            return None
+        node = self.roots_.get(key)
+        while node is not None and not node.is_leaf:
+            attr = node.split_attribute
+            cid = self.index_.lookup(attr, attrs.get(attr, ""), create=False)  # type: ignore[arg-type]
+            node = node.children.get(cid)
+        return node
+
+    def lower_bound(self, entry: MemoryEntry) -> float:
+        """The ``gate_alpha`` quantile of the entry's Beta correctness posterior."""
+        if entry._lb is None:
+            entry._lb = float(
+                beta_posterior_quantile(
+                    entry.agree + entry.confirmations,
+                    entry.n_reports + entry.confirmations,
+                    self.gate_alpha,
+                    prior=tuple(self.prior),
+                )
+            )
+        return entry._lb
+
+    def base_reliability(self, entry: MemoryEntry, base_score: float) -> float:
+        conf = max(base_score, 1.0 - base_score)
+        m = self.base_prior_strength
+        return (m * conf + entry.base_agreements) / (m + entry.n_reports)
+
+    def consult(self, case: Case, base_score: float) -> Decision:
+        """The decision for ``case`` given the base's P(block) ``base_score``."""
+        base = Decision(bool(base_score >= 0.5), float(base_score), "base", float(base_score))
+        entry = self.match(case)
+        if entry is None or entry.n_reports == 0:
+            return base
+        lb = self.lower_bound(entry)
+        rel = self.base_reliability(entry, base_score)
+        if entry.label == base.label:
+            fired = FiredEntry(entry.entry_id, entry.label, lb, rel, "agree")
+            return Decision(base.block, base.score, "base", base.score, (fired,))
+        tie = entry.n_block == entry.n_allow
+        if (self.gating and lb > rel) or (not self.gating and not tie):
+            fired = FiredEntry(entry.entry_id, entry.label, lb, rel, "override")
+            score = lb if entry.label == BLOCK else 1.0 - lb
+            if not self.gating:
+                frac = entry.agree / entry.n_reports
+                score = frac if entry.label == BLOCK else 1.0 - frac
+            return Decision(entry.label == BLOCK, float(score), "memory", base.score, (fired,))
+        fired = FiredEntry(entry.entry_id, entry.label, lb, rel, "gated")
+        return Decision(base.block, base.score, "base", base.score, (fired,))
+
+    # -- inspection ---------------------------------------------------------------------
+    def entries(self, *, leaves_only: bool = False) -> list[MemoryEntry]:
+        if not hasattr(self, "roots_"):
+            return []
+        out: list[MemoryEntry] = []
+        stack = list(reversed(list(self.roots_.values())))
+        while stack:
+            node = stack.pop()
+            if node.is_leaf or not leaves_only:
+                out.append(node)
+            stack.extend(reversed(list(node.children.values())))
+        return out
+
+    def size(self) -> int:
+        """Number of rules that can fire (leaf entries)."""
+        return len(self.entries(leaves_only=True))

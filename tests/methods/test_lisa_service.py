@@ -1,0 +1,179 @@
+"""The LiSA service: auth on writes, 422 naming the field, restart and kill durability,
+200 concurrent reports stored exactly once. Servers bind 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from trustlab.methods.lisa import EmbeddingGuardrail, HashingEmbedder, generic_seed_set
+from trustlab.methods.lisa.service import ReportLog, create_app
+
+TOKEN = "test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def base():
+    emb = HashingEmbedder(256)
+    cases, labels = generic_seed_set(150, np.random.default_rng(0))
+    return EmbeddingGuardrail(emb).fit(cases, labels)
+
+
+def case(dt="health records", rec="the workplace", tp="for employee programs", subject="Alex"):
+    return {"data_type": dt, "data_subject": subject, "sender": "an app", "recipient": rec,
+            "transmission_principle": tp, "action": "share"}
+
+
+def test_writes_need_the_token_and_reads_do_not(tmp_path, base):
+    client = TestClient(create_app(tmp_path / "a.db", token=TOKEN, base=base))
+    body = {"case": case(), "label": "allow"}
+    assert client.post("/v1/report", json=body).status_code == 401
+    bad = {"Authorization": "Bearer wrong"}
+    assert client.post("/v1/report", json=body, headers=bad).status_code == 401
+    assert client.get("/v1/memory").json()["reports"] == 0  # nothing was stored
+    assert client.post("/v1/check", json={"case": case()}).status_code == 200
+    assert client.post("/v1/report", json=body, headers=AUTH).status_code == 200
+    assert client.get("/healthz").json()["reports"] == 1
+
+
+def test_bad_input_gets_422_naming_the_field(tmp_path, base):
+    client = TestClient(create_app(tmp_path / "b.db", token=TOKEN, base=base))
+    c = case()
+    del c["recipient"]
+    r = client.post("/v1/check", json={"case": c})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "recipient"
+    r = client.post("/v1/report", json={"case": case(), "label": "maybe"}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "label"
+    r = client.post("/v1/check", json={"case": {"instruction": "hi"}})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "action"
+    r = client.post("/v1/check", json={"case": {"action": "x", "colour": "red"}})
+    assert r.status_code == 422 and "colour" in r.json()["detail"][0]["loc"]
+
+
+def test_memory_survives_restart_and_explains_decisions(tmp_path, base):
+    db = tmp_path / "c.db"
+    app = create_app(db, token=TOKEN, base=base, base_prior_strength=0.5)
+    client = TestClient(app)
+    for s in ("A", "B", "C"):
+        client.post("/v1/report", json={"case": case(subject=s), "label": "allow"}, headers=AUTH)
+    probe = {"case": case(subject="unseen")}
+    before = client.post("/v1/check", json=probe).json()
+    mem_before = client.get("/v1/memory").json()
+    assert before["fired"] and mem_before["entries"][0]["evidence"]["reports"] == 3
+    client2 = TestClient(create_app(db, token=TOKEN, base=base, base_prior_strength=0.5))
+    assert client2.get("/v1/memory").json() == mem_before
+    assert client2.post("/v1/check", json=probe).json() == before
+    assert before["decision"] == "allow" and before["fired"][0]["effect"] == "override"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_up(url: str, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise TimeoutError(f"server at {url} did not come up")
+
+
+def test_200_concurrent_reports_are_stored_exactly_once(tmp_path, base):
+    import uvicorn
+
+    db = tmp_path / "d.db"
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(db, token=TOKEN, base=base),
+                                           host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_up(url)
+
+        def post(i: int) -> int:
+            body = {"case": case(subject=f"s{i}", rec=f"recipient {i % 7}"),
+                    "label": "allow" if i % 2 else "block", "report_id": f"r{i}"}
+            with httpx.Client(timeout=30) as c:
+                r = c.post(f"{url}/v1/report", json=body, headers=AUTH)
+                r2 = c.post(f"{url}/v1/report", json=body, headers=AUTH) if i % 10 == 0 else r
+            assert r.status_code == 200 and r2.status_code == 200
+            assert r2.json()["id"] == r.json()["id"]
+            return r.json()["id"]
+
+        with ThreadPoolExecutor(16) as pool:
+            ids = list(pool.map(post, range(200)))
+        assert len(set(ids)) == 200
+        assert httpx.get(f"{url}/healthz", timeout=10).json()["reports"] == 200
+        mem = httpx.get(f"{url}/v1/memory", timeout=10).json()
+        assert sum(e["evidence"]["reports"] for e in mem["entries"] if e["id"].count(".") == 0) == 200
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    assert ReportLog(db).count() == 200
+
+
+SERVER = textwrap.dedent(
+    """
+    import sys, numpy as np, uvicorn
+    from trustlab.methods.lisa import EmbeddingGuardrail, HashingEmbedder, generic_seed_set
+    from trustlab.methods.lisa.service import create_app
+    cases, labels = generic_seed_set(150, np.random.default_rng(0))
+    base = EmbeddingGuardrail(HashingEmbedder(256)).fit(cases, labels)
+    uvicorn.run(create_app(sys.argv[1], token="test-token", base=base),
+                host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+    """
+)
+
+
+def test_a_killed_server_loses_no_acknowledged_report(tmp_path):
+    script = tmp_path / "server.py"
+    script.write_text(SERVER)
+    db, port = tmp_path / "e.db", _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    proc = subprocess.Popen([sys.executable, str(script), str(db), str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    acked: list[int] = []
+    try:
+        _wait_up(url)
+
+        def post(i: int) -> None:
+            body = {"case": case(subject=f"k{i}"), "label": "allow", "report_id": f"k{i}"}
+            try:
+                r = httpx.post(f"{url}/v1/report", json=body, headers=AUTH, timeout=10)
+                if r.status_code == 200:
+                    acked.append(r.json()["id"])
+            except httpx.HTTPError:
+                pass
+
+        with ThreadPoolExecutor(8) as pool:
+            futures = [pool.submit(post, i) for i in range(120)]
+            while len(acked) < 40 and not all(f.done() for f in futures):
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGKILL)  # mid-stream, no shutdown hooks
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert len(acked) >= 40
+    stored = {i for i, _, _ in ReportLog(db).replay()}
+    assert set(acked) <= stored
