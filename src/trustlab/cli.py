@@ -159,8 +159,15 @@ def _mount_method_clis(argv: list[str]) -> None:
         app.add_typer(stub, name=info.id)
 
 
+# Top-level shortcuts for method commands that a field expects at the top level.
+ALIASES: dict[str, list[str]] = {"verify": ["flowreach", "verify"]}
+
+
 def _serving_argv(argv: list[str]) -> list[str]:
-    """``trustlab serve <id> ARGS`` is ``trustlab <id> serve ARGS`` (methods that offer a service)."""
+    """``trustlab serve <id> ARGS`` is ``trustlab <id> serve ARGS`` (methods that offer a service);
+    ``trustlab verify ARGS`` is ``trustlab flowreach verify ARGS``."""
+    if argv and argv[0] in ALIASES:
+        return [*ALIASES[argv[0]], *argv[1:]]
     if len(argv) >= 2 and argv[0] == "serve" and not argv[1].startswith("-"):
         from trustlab.core.catalogue import method_info
         from trustlab.core.registry import method_module_file
@@ -178,6 +185,11 @@ def serve(
 ) -> None:
     """Start a method's service: `trustlab serve lisa --db PATH --port P` (see `trustlab lisa serve --help`)."""
     raise UnknownMethodError(f"Method '{method}' offers no service.")  # reached only without a cli
+
+
+@app.command("verify", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def verify() -> None:
+    """Verify NET.onnx PROP.vnnlib (or --benchmark DIR): `trustlab flowreach verify --help`."""
 
 
 def main() -> None:

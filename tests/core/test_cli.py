@@ -71,3 +71,11 @@ def test_serve_routes_to_the_method_service():
     assert "--db" in out.stdout and "--token" in out.stdout
     bad = trustlab("serve", "hcc")
     assert bad.returncode == 2 and "offers no service" in bad.stderr
+
+
+def test_verify_alias_reaches_flowreach():
+    out = trustlab("verify", "--help")
+    assert out.returncode == 0, out.stderr
+    assert "--benchmark" in out.stdout
+    missing = trustlab("verify", "/nonexistent/net.onnx", "/nonexistent/prop.vnnlib")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr, missing.stderr

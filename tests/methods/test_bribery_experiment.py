@@ -40,7 +40,7 @@ def test_synthetic_is_seeded_and_labelled():
 def test_cli_robustness(tmp_path):
     from trustlab.cli import _mount_method_clis, app
 
-    _mount_method_clis()
+    _mount_method_clis(["bribery"])
     path = tmp_path / "s.csv"
     path.write_text("model,a,b,c\nX,0.9,0.1,0.5\nY,0.8,0.7,0.5\nZ,0.1,0.9,0.4\n")
     runner = CliRunner()

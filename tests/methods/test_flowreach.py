@@ -1,0 +1,235 @@
+"""flowreach: coverage of the reach sets, AMS against exact probabilities, falsification
+witnesses re-checked on onnxruntime, soundness of IBP/CROWN, and known ACAS Xu answers."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from trustlab.datasets.onnx_nets import OnnxNetwork, ReluMLP, load_instances
+from trustlab.datasets.vnnlib import OutputPolytope, VnnlibRegion, VnnlibSpec, load_vnnlib
+from trustlab.methods.flowreach import (
+    BoxReachSet,
+    EllipsoidReachSet,
+    FlowMatching,
+    FlowReachSet,
+    VerifySettings,
+    ZonotopeReachSet,
+    bounded_ams,
+    crown_bounds,
+    deep_relu_instance,
+    falsify,
+    format_witness,
+    ibp_bounds,
+    margin_np,
+    margin_torch,
+    pac_rank,
+    restricted_tail_exact,
+    verify_instance,
+)
+
+VNNCOMP = Path(os.environ.get("TRUSTLAB_SHARED_DATA", Path(__file__).resolve().parents[2].parent
+                              / "shared" / "data")) / "vnncomp"
+torch.set_num_threads(1)
+
+
+def _region(lo, hi, polys):
+    return VnnlibRegion(np.asarray(lo, float), np.asarray(hi, float),
+                        tuple(OutputPolytope(np.asarray(A, float), np.asarray(b, float))
+                              for A, b in polys))
+
+
+# ---------------------------------------------------------------- margins
+def test_margin_sign_matches_the_spec():
+    region = _region([0, 0], [1, 1], [([[1, -1, 0]], [0.0]), ([[0, 0, -1], [1, 0, 0]], [-3, 1])])
+    y = np.random.default_rng(0).normal(0, 3, (2000, 3))
+    m = margin_np(region, y)
+    np.testing.assert_array_equal(m <= 0, region.output_violated(y))
+    np.testing.assert_allclose(m, margin_torch(region, torch.as_tensor(y)).numpy())
+
+
+# ---------------------------------------------------------------- conformal coverage
+def test_pac_rank_gives_training_conditional_coverage():
+    rng = np.random.default_rng(0)
+    n, alpha, delta = 500, 0.05, 0.1
+    k = pac_rank(n, alpha, delta)
+    cover = [np.mean(rng.random(20000) <= np.sort(rng.random(n))[k - 1]) for _ in range(300)]
+    assert np.mean(np.array(cover) < 1 - alpha) <= delta + 0.05
+
+
+@pytest.mark.parametrize("cls", [BoxReachSet, EllipsoidReachSet, ZonotopeReachSet])
+def test_fixed_shape_coverage_over_seeds(cls):
+    alpha, covs = 0.1, []
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        mix = np.array([[1.0, 0.3], [0.3, 0.5]])
+        y = rng.standard_normal((1200, 2)) @ mix
+        rs = cls(alpha=alpha).fit(y[:200]).calibrate(y[200:400])
+        covs.append(rs.contains(y[400:]).mean())
+    assert np.mean(covs) >= 1 - alpha - 0.01
+
+
+@pytest.fixture(scope="module")
+def banana_flow():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3000, 2))
+    y = np.c_[a[:, 0], 0.3 * a[:, 1] + a[:, 0] ** 2]
+    return FlowMatching(n_iters=150, seed=0).fit(y), y
+
+
+@pytest.mark.parametrize("score", ["latent_norm", "nll"])
+def test_flow_reach_set_coverage_over_calibrations(banana_flow, score):
+    flow, _ = banana_flow
+    alpha, covs = 0.1, []
+    for seed in range(15):
+        rng = np.random.default_rng(100 + seed)
+        a = rng.standard_normal((700, 2))
+        y = np.c_[a[:, 0], 0.3 * a[:, 1] + a[:, 0] ** 2]
+        rs = FlowReachSet(alpha=alpha, score=score)
+        rs.flow_, rs.fitted_ = flow, True  # reuse the trained flow; calibrate on fresh data
+        rs.calibrate(y[:200])
+        covs.append(rs.contains(y[200:]).mean())
+    # marginal guarantee: mean coverage >= 1 - alpha up to Monte-Carlo error (sd ~ 0.005)
+    assert np.mean(covs) >= 1 - alpha - 0.015
+
+
+def test_flow_is_invertible_and_learns_the_law(banana_flow):
+    flow, y = banana_flow
+    z = flow.encode(y[:500])
+    np.testing.assert_allclose(flow.decode(z), y[:500], atol=0.05)
+    s = flow.sample(3000, np.random.default_rng(1))
+    assert abs(np.mean(s[:, 1]) - np.mean(y[:, 1])) < 0.15
+    # the banana's curvature is learned (a Gaussian fit would give a correlation near 0)
+    assert np.corrcoef(s[:, 0] ** 2, s[:, 1])[0, 1] > 0.5
+
+
+# ---------------------------------------------------------------- AMS vs exact
+@pytest.mark.parametrize(("dim", "t", "radius"), [(3, 3.0, math.inf), (4, 2.2, 3.0)])
+def test_ams_matches_exact_tail_probability(dim, t, radius):
+    """Linear network + Gaussian latent: P(w.z >= t | ||z|| <= r) has a closed form."""
+    exact = restricted_tail_exact(t, dim, radius)
+    w = np.ones(dim) / np.sqrt(dim)  # score rotated off the axes
+    delta, inside, above, ests = 0.1, 0, 0, []
+    reps = 16
+    for seed in range(reps):
+        res = bounded_ams(lambda z: z @ w - t, dim, np.random.default_rng(seed), radius=radius,
+                          n_particles=40, p_min=1e-8, max_rounds=1000, n_mcmc=50, delta=delta,
+                          clone=False)
+        assert res.finished
+        inside += res.lower <= exact <= res.upper
+        above += res.upper >= exact
+        ests.append(res.estimate)
+    assert above >= (1 - delta) * reps - 2  # upper bound above the truth in >= 1 - delta
+    assert inside >= (1 - 2 * delta) * reps - 3
+    assert 0.5 * exact < np.mean(ests) < 2 * exact
+
+
+def test_ams_default_cloning_mode_is_conservative():
+    exact = restricted_tail_exact(3.0, 3)
+    ups = [bounded_ams(lambda z: z[:, 0] - 3.0, 3, np.random.default_rng(s), n_particles=32,
+                       p_min=1e-8, max_rounds=1000, n_mcmc=10, delta=0.1).upper for s in range(10)]
+    assert np.mean(np.array(ups) >= exact) >= 0.9
+
+
+def test_ams_stops_at_p_min_with_a_valid_small_bound():
+    res = bounded_ams(lambda z: z[:, 0] - 50.0, 2, np.random.default_rng(0), radius=4.0,
+                      n_particles=32, p_min=1e-3, delta=0.05)
+    assert not res.finished and res.n_crossed == 0
+    assert res.upper < 5e-3  # p = 0 here; the bound shrinks to ~p_min
+
+
+# ---------------------------------------------------------------- falsification and bounds
+def _small_net(seed=0):
+    rng = np.random.default_rng(seed)
+    mlp = ReluMLP((rng.normal(size=(16, 3)), rng.normal(size=(16, 16)) / 3, rng.normal(size=(2, 16))),
+                  (rng.normal(size=16), rng.normal(size=16), rng.normal(size=2)))
+    return mlp, OnnxNetwork(mlp.to_onnx_bytes(fixed_batch=True))
+
+
+def test_falsifier_witness_rechecks_on_onnxruntime():
+    mlp, net = _small_net()
+    x = np.random.default_rng(1).uniform(-1, 1, (20000, 3))
+    y = mlp(x)
+    thr = np.quantile(y[:, 0], 0.9995)  # a rare but reachable violation: Y_0 >= thr
+    region = _region([-1] * 3, [1] * 3, [([[-1, 0]], [-thr])])
+    res = falsify(net.to_torch(), region, net.run, np.random.default_rng(0), n_random=200,
+                  n_starts=64, n_steps=80)
+    assert res.counterexample is not None
+    cex = res.counterexample
+    assert region.contains_input(cex.x[None])[0]
+    assert region.output_violated(net.run(cex.x[None]))[0]
+
+
+def test_ibp_and_crown_are_sound_and_crown_is_tighter():
+    mlp, _ = _small_net(3)
+    lo, hi = -np.ones(3) * 0.3, np.ones(3) * 0.3
+    C = np.array([[1.0, -1.0], [0.0, 1.0]])
+    crown, _ = crown_bounds(mlp, lo, hi, C)
+    ol, oh = ibp_bounds(mlp, lo, hi)[-1]
+    ibp = np.maximum(C, 0) @ ol + np.minimum(C, 0) @ oh
+    x = np.random.default_rng(0).uniform(lo, hi, (50000, 3))
+    true_min = (mlp(x) @ C.T).min(axis=0)
+    assert np.all(crown <= true_min + 1e-9) and np.all(ibp <= true_min + 1e-9)
+    assert np.all(crown >= ibp - 1e-9)
+
+
+def test_verifier_certifies_a_safe_synthetic_instance_and_writes_witness():
+    mlp, spec = deep_relu_instance(3, np.random.default_rng(0), width=16)
+    net = OnnxNetwork(mlp.to_onnx_bytes(), name="deep3")
+    s = VerifySettings(n_train=500, n_cal=1100, flow_iters=60, ams_particles=16,
+                       falsify_starts=32, falsify_steps=30)
+    res = verify_instance(net, spec, s, np.random.default_rng(0))
+    assert res.verdicts["flowreach"] == "unsat" and res.verdicts["crown"] in ("unsat", "unknown")
+    assert res.certificate <= s.epsilon
+    # flip the property so that it is violated everywhere: a witness must appear and re-check
+    r = spec.regions[0]
+    flipped = VnnlibSpec(spec.n_inputs, spec.n_outputs, (VnnlibRegion(
+        r.lower, r.upper, (OutputPolytope(-r.polytopes[0].A, -r.polytopes[0].b),)),))
+    res2 = verify_instance(net, flipped, s, np.random.default_rng(0))
+    assert res2.verdicts["flowreach"] == "sat" and res2.certificate != res2.certificate
+    text = format_witness(res2)
+    assert text.startswith("sat\n((X_0 ") and "(Y_1 " in text
+    assert flipped.violated(res2.counterexample.x[None], net.run(res2.counterexample.x[None]))[0]
+
+
+# ---------------------------------------------------------------- real ACAS Xu answers
+@pytest.mark.realdata
+def test_acas_quick_subset_never_contradicts_known_answers():
+    folder = VNNCOMP / "acasxu"
+    if not folder.is_dir():
+        pytest.skip(f"VNN-COMP data not available here: {folder}")
+    with (folder / "known_results_vnncomp2025.csv").open() as fh:
+        known = {(r["onnx"], r["vnnlib"]): r["expected"] for r in csv.DictReader(fh)}
+    wanted = {("ACASXU_run2a_2_3_batch_2000.onnx", "prop_2.vnnlib"),   # sat
+              ("ACASXU_run2a_4_8_batch_2000.onnx", "prop_3.vnnlib"),   # unsat
+              ("ACASXU_run2a_2_8_batch_2000.onnx", "prop_1.vnnlib")}   # unsat
+    s = VerifySettings(n_train=500, n_cal=1100, flow_iters=60, ams_particles=16,
+                       falsify_starts=128, falsify_steps=60)
+    for inst in (i for i in load_instances(folder) if i.key in wanted):
+        net, spec = OnnxNetwork(inst.onnx), load_vnnlib(inst.vnnlib)
+        res = verify_instance(net, spec, s, np.random.default_rng(0))
+        expected = known[inst.key]
+        for method, verdict in res.verdicts.items():
+            assert not (verdict == "sat" and expected == "unsat"), method
+            if method in ("ibp", "crown"):
+                assert not (verdict == "unsat" and expected == "sat"), method
+        if res.counterexample is not None:
+            assert spec.violated(res.counterexample.x[None], net.run(res.counterexample.x[None]))[0]
+        if expected == "sat":
+            assert res.verdicts["flowreach"] == "sat"
+
+
+@pytest.mark.parametrize("cls", [BoxReachSet, EllipsoidReachSet, ZonotopeReachSet])
+def test_fixed_shapes_handle_degenerate_outputs(cls):
+    rng = np.random.default_rng(0)
+    y = np.c_[rng.standard_normal(400), np.full(400, 2.0)]  # a constant output column
+    rs = cls(alpha=0.1).fit(y[:200]).calibrate(y[200:])
+    far = _region([0], [1], [([[1.0, 0.0]], [-50.0])])  # y0 <= -50: far outside the set
+    near = _region([0], [1], [([[1.0, 0.0]], [0.0])])  # y0 <= 0: inside the set
+    assert not rs.intersects(far) and rs.intersects(near)
