@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -114,9 +115,11 @@ def _violations(metadata) -> list[float]:
 def test_method_has_docs_benchmark_and_readme_row(method_id):
     module = method_id.replace("-", "_")
     assert (REPO_ROOT / "docs" / "methods" / f"{method_id}.md").is_file()
-    benches = [*REPO_ROOT.joinpath("benchmarks").glob(f"{module}.py"),
-               *REPO_ROOT.joinpath("benchmarks").glob(f"{module}_*.py")]
-    assert benches, f"benchmarks/{module}.py (or {module}_<part>.py) is missing"
+    page = (REPO_ROOT / "docs" / "methods" / f"{method_id}.md").read_text()
+    named = re.findall(r"benchmarks/([A-Za-z0-9_]+\.py)", page)
+    assert named, f"docs/methods/{method_id}.md names no benchmarks/<file>.py"
+    for name in named:
+        assert (REPO_ROOT / "benchmarks" / name).is_file(), f"benchmarks/{name} is missing"
     readme = (REPO_ROOT / "README.md").read_text()
     row = next((line for line in readme.splitlines() if line.startswith(f"| `{method_id}` ")), "")
     assert "implemented" in row, f"README row of {method_id} should say it is implemented"

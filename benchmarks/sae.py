@@ -4,7 +4,7 @@ Prints, for each architecture, training throughput (activations/s) without the i
 and the time ratio of training with it (λ > 0) against training without it, measured in the same
 process on the same synthetic activations (alternating the two to be robust to machine load).
 
-    python benchmarks/sae_idempotency.py [--quick]
+    python benchmarks/sae.py [--quick]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Jaguar (2/2) benchmark: the 2PC nonlinear layers and end-to-end private inference.
 
-    python benchmarks/jaguar_2pc.py [--quick]
+    python benchmarks/jaguar_e2e.py [--quick]
 
 Prints, as Cheetah / Jaguar ratios measured in this process (both parties over loopback TCP,
 base OT + IKNP, no dealer): (1) ReLU on n elements at Jaguar's target ring (ell) vs the
