@@ -18,10 +18,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: $(STAMP)
 
+# The index is rendered even when a method fails, so the other reports stay viewable;
+# the target still fails with the run's status.
 run: setup
-	$(BIN)/trustlab run all
-	$(BIN)/trustlab report $(RUNS)
-	@echo "HTML index: $(abspath $(RUNS))/index.html"
+	@status=0; $(BIN)/trustlab run all || status=$$?; \
+	$(BIN)/trustlab report $(RUNS) && echo "HTML index: $(abspath $(RUNS))/index.html"; \
+	exit $$status
 
 test: setup
 	$(BIN)/python -m pytest

@@ -38,3 +38,13 @@ def test_error_tree_and_one_line_messages():
     assert str(UnknownMethodError("no such id")) == "no such id"  # not quoted like KeyError
     err = MissingDependencyError.for_package("onnxruntime", "verify", "Sampling ONNX networks")
     assert "pip install 'trustlab[verify]'" in str(err) and isinstance(err, ImportError)
+
+
+def test_atomic_files_get_ordinary_permissions(tmp_path):
+    import os
+    import stat
+
+    path = write_text_atomic(tmp_path / "r.txt", "x")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask

@@ -25,6 +25,7 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", **open_kwargs: A
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes 0600 files; results are for sharing
     if mode == "w":
         open_kwargs.setdefault("encoding", "utf-8")
     try:
@@ -37,6 +38,12 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", **open_kwargs: A
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
