@@ -25,7 +25,7 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", **open_kwargs: A
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes 0600 files; results are for sharing
+    os.chmod(tmp_name, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; results are for sharing
     if mode == "w":
         open_kwargs.setdefault("encoding", "utf-8")
     try:
@@ -40,10 +40,14 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", **open_kwargs: A
         raise
 
 
-def _umask() -> int:
-    mask = os.umask(0)
+def _read_umask() -> int:
+    """The process umask (read once at import: os.umask can only be read by setting it)."""
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+_UMASK = _read_umask()
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
