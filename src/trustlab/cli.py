@@ -146,6 +146,15 @@ def _mount_method_clis(argv: list[str]) -> None:
     from trustlab.core.registry import method_module_file
 
     wanted = argv[1] if len(argv) > 1 and argv[0] == "serve" else (argv[0] if argv else None)
+    if wanted == "organisms":
+        from trustlab.organisms.cli import app as organisms_app
+
+        app.add_typer(organisms_app, name="organisms")
+    else:
+        app.add_typer(
+            typer.Typer(help="Tiny trained transformers: the embedded default models (list, build)."),
+            name="organisms",
+        )
     for info in CATALOGUE:
         if not method_module_file(info.id, "cli").is_file():
             continue

@@ -1,0 +1,90 @@
+"""``trustlab organisms ...``: list the organisms and build them into the cache."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from trustlab.core.errors import TrustlabError
+
+app = typer.Typer(
+    help="Tiny real transformers trained on CPU: the default models of every LM method.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+_SHOWN_METRICS = (
+    "harmful_refusal",
+    "benign_refusal",
+    "benign_exact_match",
+    "jailbreak_compliance",
+    "tool_decision_accuracy",
+)
+
+
+@app.command("list")
+def list_command() -> None:
+    """List the organisms: name, parameters, cached?, held-out metrics."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from trustlab.organisms.registry import list_organisms, organism_dir
+
+    table = Table("name", "params", "cached", "build s", "metrics", "description")
+    for row in list_organisms():
+        metrics = row.get("metrics") or {}
+        shown = " ".join(f"{k}={metrics[k]:.2f}" for k in _SHOWN_METRICS if k in metrics)
+        params = f"{row['n_params']:,}" if row.get("n_params") else "-"
+        seconds = f"{row['build_seconds']:.0f}" if row.get("build_seconds") else "-"
+        table.add_row(
+            row["name"], params, "yes" if row["built"] else "no", seconds, shown,
+            row["description"],
+        )  # fmt: skip
+    console = Console(width=200)
+    console.print(table)
+    console.print(f"cache: {organism_dir('chat-xs').parent}")
+
+
+@app.command("build")
+def build_command(
+    name: Annotated[str, typer.Argument(help="An organism name, or 'all'.")],
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when cached.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Build an organism (or all of them) into $TRUSTLAB_HOME/organisms."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from trustlab.organisms.registry import build, read_card
+    from trustlab.organisms.specs import SPECS, get_spec
+
+    names = list(SPECS) if name == "all" else [name]
+    try:
+        for organism in names:
+            get_spec(organism)
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            disable=quiet,
+        ) as bar:
+            tasks: dict[str, int] = {}
+
+            def progress(description: str, completed: int, total: int) -> None:
+                if description not in tasks:
+                    tasks[description] = bar.add_task(description, total=total)
+                bar.update(tasks[description], completed=completed, total=total)
+
+            for organism in names:
+                path = build(organism, force=force, progress=progress)
+                card = read_card(organism)
+                met = card.get("targets_met", {})
+                status = "all targets met" if all(met.values()) else f"targets: {met}"
+                typer.echo(
+                    f"{organism}: {path} ({card.get('build_seconds', 0):.0f} s build; {status})"
+                )
+    except TrustlabError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc

