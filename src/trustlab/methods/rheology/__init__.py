@@ -1,0 +1,43 @@
+"""LLM Rheology: Fisher–Rao manifold sensitivity along the refusal direction, coupling cosines
+and causal injection with matched-norm placebo controls (see docs/methods/rheology.md)."""
+
+from trustlab.methods.rheology.audit import (
+    AuditSettings,
+    ModelAudit,
+    PromptSets,
+    audit_model,
+    organism_prompt_sets,
+)
+from trustlab.methods.rheology.directions import RefusalDirection, layer_candidates, layer_cosines
+from trustlab.methods.rheology.injection import HarmGate, greedy_rows
+from trustlab.methods.rheology.sensitivity import (
+    SensitivityCurve,
+    fisher_metric_speed,
+    fisher_speed,
+    placebo_directions,
+    ratio_ci,
+    row_additions,
+    sensitivity_curve,
+    typical_norm,
+)
+
+__all__ = [
+    "AuditSettings",
+    "HarmGate",
+    "ModelAudit",
+    "PromptSets",
+    "RefusalDirection",
+    "SensitivityCurve",
+    "audit_model",
+    "fisher_metric_speed",
+    "fisher_speed",
+    "greedy_rows",
+    "layer_candidates",
+    "layer_cosines",
+    "organism_prompt_sets",
+    "placebo_directions",
+    "ratio_ci",
+    "row_additions",
+    "sensitivity_curve",
+    "typical_norm",
+]
