@@ -48,3 +48,17 @@ def test_atomic_files_get_ordinary_permissions(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, 1.5, -0.1, True, "0.1", None])
+def test_check_open_unit_rejects_with_a_named_message(bad):
+    from trustlab.core.validation import check_open_unit
+
+    with pytest.raises(InputError, match="The 'alpha' parameter of HCC must be"):
+        check_open_unit(bad, "alpha", "HCC")
+
+
+def test_check_open_unit_accepts_numpy_and_ints_in_range():
+    from trustlab.core.validation import check_open_unit
+
+    assert check_open_unit(np.float32(0.25), "alpha", "x") == 0.25

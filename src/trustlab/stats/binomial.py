@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_open_unit
 
 __all__ = [
     "beta_posterior_quantile",
@@ -31,14 +32,7 @@ Interval = tuple[FloatOrArray, FloatOrArray]
 
 
 def _check_alpha(alpha: float, where: str) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float | np.floating | np.integer):
-        raise InputError(
-            f"The 'alpha' parameter of {where} must be a float in (0, 1). "
-            f"Got {type(alpha).__name__}."
-        )
-    if not 0.0 < float(alpha) < 1.0:
-        raise InputError(f"The 'alpha' parameter of {where} must be in (0, 1). Got {alpha}.")
-    return float(alpha)
+    return check_open_unit(alpha, "alpha", where)
 
 
 def _as_counts(values: ArrayLike, name: str, where: str) -> NDArray[np.float64]:

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from trustlab.core.errors import InputError
+from trustlab.datasets.cifar10h import CIFAR10_CLASSES
 from trustlab.methods.hcc.hierarchy import Hierarchy
 
 __all__ = [
@@ -36,23 +37,11 @@ CIFAR10_TREE = {
     "vehicles": {"road": ["automobile", "truck"], "other": ["airplane", "ship"]},
     "animals": {"mammals": ["cat", "deer", "dog", "horse"], "non-mammals": ["bird", "frog"]},
 }
-_CIFAR10_CLASSES = (
-    "airplane",
-    "automobile",
-    "bird",
-    "cat",
-    "deer",
-    "dog",
-    "frog",
-    "horse",
-    "ship",
-    "truck",
-)
 
 
 def cifar10_hierarchy() -> Hierarchy:
     """The CIFAR-10 tree with classes in CIFAR-10 label order."""
-    return Hierarchy.from_nested(CIFAR10_TREE, classes=_CIFAR10_CLASSES)
+    return Hierarchy.from_nested(CIFAR10_TREE, classes=CIFAR10_CLASSES)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.validation import check_open_unit
 from trustlab.methods.hcc.hierarchy import Hierarchy, NodeSets, min_cost_cover
 from trustlab.stats import conformal_quantile
 
@@ -41,13 +42,7 @@ _SCORES = ("lac", "aps", "raps")
 
 
 def check_alpha(alpha: float, where: str) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float | np.floating):
-        raise InputError(
-            f"The 'alpha' parameter of {where} must be a float in (0, 1). Got {alpha!r}."
-        )
-    if not 0.0 < float(alpha) < 1.0:
-        raise InputError(f"The 'alpha' parameter of {where} must be in (0, 1). Got {alpha}.")
-    return float(alpha)
+    return check_open_unit(alpha, "alpha", where)
 
 
 def check_labels(y: ArrayLike, n: int, n_classes: int, where: str) -> NDArray[np.int64]:

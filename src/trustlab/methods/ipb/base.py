@@ -22,17 +22,14 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import optimize
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.validation import check_open_unit
 from trustlab.stats import clopper_pearson
 
 __all__ = ["BoundaryEstimator", "TargetBound", "check_delta", "check_samples"]
 
 
 def check_delta(delta: float, name: str, where: str) -> float:
-    if isinstance(delta, bool) or not isinstance(delta, int | float | np.floating):
-        raise InputError(f"The '{name}' parameter of {where} must be a float in (0, 1). Got {delta!r}.")
-    if not 0.0 < float(delta) < 1.0:
-        raise InputError(f"The '{name}' parameter of {where} must be in (0, 1). Got {delta}.")
-    return float(delta)
+    return check_open_unit(delta, name, where)
 
 
 def check_samples(x: ArrayLike, name: str, where: str, min_n: int = 2) -> NDArray[np.float64]:
