@@ -16,10 +16,12 @@ from typing import Any
 import matplotlib
 import pytest
 
+from trustlab.core import paths as core_paths
+
 matplotlib.use("Agg")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("TRUSTLAB_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+SHARED_DATA = core_paths.shared_data_dir()
 
 
 def shared_data(*parts: str) -> Path:

@@ -62,3 +62,14 @@ def test_check_open_unit_accepts_numpy_and_ints_in_range():
     from trustlab.core.validation import check_open_unit
 
     assert check_open_unit(np.float32(0.25), "alpha", "x") == 0.25
+
+
+def test_paths_follow_the_environment(monkeypatch, tmp_path):
+    from trustlab.core.paths import shared_data_dir, trustlab_home
+
+    monkeypatch.setenv("TRUSTLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TRUSTLAB_SHARED_DATA", str(tmp_path / "data"))
+    assert trustlab_home() == tmp_path / "home"
+    assert shared_data_dir("cifar10h") == tmp_path / "data" / "cifar10h"
+    monkeypatch.delenv("TRUSTLAB_SHARED_DATA")
+    assert shared_data_dir().parts[-2:] == ("shared", "data")

@@ -15,7 +15,6 @@ counts, columns 11-20 the model's softmax. ``human_model_truth_cifar10h.csv`` (m
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from trustlab.core.errors import DataError, InputError
+from trustlab.core.paths import shared_data_dir
 
 __all__ = [
     "CIFAR10H_MODELS",
@@ -67,11 +67,7 @@ class Cifar10H:
 
 def default_cifar10h_dir() -> Path:
     """``$TRUSTLAB_SHARED_DATA/cifar10h``, else ``<repo>/../shared/data/cifar10h``."""
-    env = os.environ.get("TRUSTLAB_SHARED_DATA")
-    if env:
-        return Path(env) / "cifar10h"
-    repo = Path(__file__).resolve().parents[3]
-    return repo.parent / "shared" / "data" / "cifar10h"
+    return shared_data_dir("cifar10h")
 
 
 def load_cifar10h(model: str = "resnet-110", root: str | Path | None = None) -> Cifar10H:

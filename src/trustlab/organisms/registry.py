@@ -23,6 +23,7 @@ from typing import Any
 
 from trustlab.core.errors import DataError, InputError
 from trustlab.core.io import write_json_atomic
+from trustlab.core.paths import trustlab_home
 from trustlab.organisms.specs import SPECS, OrganismSpec, get_spec
 
 __all__ = [
@@ -40,12 +41,6 @@ log = logging.getLogger(__name__)
 
 #: ``progress(description, completed, total)``: called as a build advances.
 Progress = Callable[[str, int, int], None]
-
-
-def trustlab_home() -> Path:
-    """``$TRUSTLAB_HOME``, or ``~/.cache/trustlab`` when unset."""
-    env = os.environ.get("TRUSTLAB_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "trustlab"
 
 
 def organism_dir(name: str, home: str | os.PathLike[str] | None = None) -> Path:

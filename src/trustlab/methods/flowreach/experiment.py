@@ -11,7 +11,6 @@ and verdict against depth.
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,6 +20,7 @@ from pydantic import Field
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
 from trustlab.core.errors import DataError
+from trustlab.core.paths import shared_data_dir
 from trustlab.datasets.onnx_nets import OnnxNetwork, load_instances
 from trustlab.datasets.vnnlib import load_vnnlib
 from trustlab.methods.flowreach.falsify import margin_np, sample_box
@@ -85,10 +85,7 @@ def _settings(config: FlowReachConfig) -> VerifySettings:
 def _data_dir(config: FlowReachConfig) -> Path:
     if config.data_dir:
         return Path(config.data_dir)
-    env = os.environ.get("TRUSTLAB_SHARED_DATA")
-    if env:
-        return Path(env) / "vnncomp"
-    return Path(__file__).resolve().parents[4].parent / "shared" / "data" / "vnncomp"
+    return shared_data_dir("vnncomp")
 
 
 def _known(folder: Path) -> dict[tuple[str, str], dict[str, str]]:

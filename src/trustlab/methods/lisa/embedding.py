@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from trustlab.core.errors import MissingDependencyError
+from trustlab.core.paths import trustlab_home
 
 __all__ = ["Embedder", "HashingEmbedder", "MiniLMEmbedder", "default_cache_path"]
 
@@ -37,8 +38,7 @@ class Embedder(Protocol):
 
 def default_cache_path() -> Path:
     """``$TRUSTLAB_HOME/lisa/embeddings.sqlite`` (home defaults to ``~/.cache/trustlab``)."""
-    home = os.environ.get("TRUSTLAB_HOME") or str(Path.home() / ".cache" / "trustlab")
-    return Path(home) / "lisa" / "embeddings.sqlite"
+    return trustlab_home() / "lisa" / "embeddings.sqlite"
 
 
 def _unit(rows: NDArray[np.float32]) -> NDArray[np.float32]:
