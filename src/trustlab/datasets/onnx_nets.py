@@ -160,6 +160,8 @@ class OnnxNetwork:
         self._session: Any = None
         self._batched = not self.fixed_batch
         self._torch: Any = None
+        self._mlp: ReluMLP | str | None = None  # the folded MLP, or why it is not one
+        self._mlp_torch: Any = None
 
     # -- onnxruntime --------------------------------------------------------------
     def _make_session(self, model: Any) -> Any:
@@ -242,8 +244,24 @@ class OnnxNetwork:
         return self._torch
 
     def relu_mlp(self) -> ReluMLP:
-        """The network as an affine/ReLU chain (raises DataError when it is not one)."""
-        return relu_mlp_from_onnx(self)
+        """The network as an affine/ReLU chain (raises DataError when it is not one).
+
+        Folded once per network and cached (the graph is immutable after loading).
+        """
+        if self._mlp is None:
+            try:
+                self._mlp = relu_mlp_from_onnx(self)
+            except DataError as exc:
+                self._mlp = str(exc)
+        if isinstance(self._mlp, str):
+            raise DataError(self._mlp)
+        return self._mlp
+
+    def mlp_torch(self) -> Any:
+        """The cached float32 torch module of :meth:`relu_mlp` (DataError when not an MLP)."""
+        if self._mlp_torch is None:
+            self._mlp_torch = self.relu_mlp().to_torch()
+        return self._mlp_torch
 
 
 def _dims(value_info: Any) -> list[int | str]:

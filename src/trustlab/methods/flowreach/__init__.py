@@ -12,7 +12,15 @@ from trustlab.methods.flowreach.ams import (
     restricted_gaussian,
     restricted_tail_exact,
 )
-from trustlab.methods.flowreach.bounds import BoundResult, crown_bounds, ibp_bounds, prove_region
+from trustlab.methods.flowreach.bounds import (
+    BaBResult,
+    BoundResult,
+    crown_bounds,
+    ibp_bounds,
+    output_upper_bound,
+    prove_region,
+    prove_region_bab,
+)
 from trustlab.methods.flowreach.conformal import (
     BoxReachSet,
     EllipsoidReachSet,
@@ -30,7 +38,11 @@ from trustlab.methods.flowreach.falsify import (
     sample_box,
 )
 from trustlab.methods.flowreach.flow import FlowMatching, VelocityMLP
-from trustlab.methods.flowreach.synthetic import deep_relu_instance
+from trustlab.methods.flowreach.synthetic import (
+    TightSpecInfo,
+    deep_relu_instance,
+    tight_relu_instance,
+)
 from trustlab.methods.flowreach.verifier import (
     METHODS,
     InstanceResult,
@@ -42,6 +54,7 @@ from trustlab.methods.flowreach.verifier import (
 __all__ = [
     "METHODS",
     "AMSResult",
+    "BaBResult",
     "BoundResult",
     "BoxReachSet",
     "Counterexample",
@@ -50,6 +63,7 @@ __all__ = [
     "FlowMatching",
     "FlowReachSet",
     "InstanceResult",
+    "TightSpecInfo",
     "VelocityMLP",
     "VerifySettings",
     "ZonotopeReachSet",
@@ -62,10 +76,13 @@ __all__ = [
     "ibp_bounds",
     "margin_np",
     "margin_torch",
+    "output_upper_bound",
     "pac_rank",
     "prove_region",
+    "prove_region_bab",
     "restricted_gaussian",
     "restricted_tail_exact",
     "sample_box",
+    "tight_relu_instance",
     "verify_instance",
 ]

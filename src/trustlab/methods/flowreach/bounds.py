@@ -19,7 +19,15 @@ from numpy.typing import NDArray
 from trustlab.datasets.onnx_nets import ReluMLP
 from trustlab.datasets.vnnlib import VnnlibRegion
 
-__all__ = ["BoundResult", "crown_bounds", "ibp_bounds", "prove_region"]
+__all__ = [
+    "BaBResult",
+    "BoundResult",
+    "crown_bounds",
+    "ibp_bounds",
+    "output_upper_bound",
+    "prove_region",
+    "prove_region_bab",
+]
 
 
 def ibp_bounds(
@@ -125,3 +133,92 @@ def prove_region(
         proved &= bool(violated[k : k + len(A)].any())
         k += len(A)
     return BoundResult("unsat" if proved else "unknown", time.perf_counter() - start)
+
+
+def _spec_rows(region: VnnlibRegion) -> tuple[NDArray[np.float64], NDArray[np.float64], list[int]]:
+    C = np.concatenate([p.A for p in region.polytopes])
+    rhs = np.concatenate([p.b for p in region.polytopes])
+    return C, rhs, [len(p.b) for p in region.polytopes]
+
+
+def _all_refuted(excess: NDArray[np.float64], sizes: list[int]) -> bool:
+    """Every polytope has an atom whose lower bound exceeds its right-hand side."""
+    k = 0
+    for n in sizes:
+        if not bool((excess[k : k + n] > 0).any()):
+            return False
+        k += n
+    return True
+
+
+@dataclass(frozen=True)
+class BaBResult:
+    verdict: str  # "unsat" (proved), "sat" (a box centre violates), "timeout"
+    seconds: float
+    boxes: int  # CROWN calls made
+
+
+def prove_region_bab(
+    mlp: ReluMLP, region: VnnlibRegion, timeout: float = 10.0, max_boxes: int = 100_000
+) -> BaBResult:
+    """Sound and complete-in-the-limit: CROWN with input-box splitting (branch and bound).
+
+    A box is closed when CROWN refutes every polytope on it; otherwise its widest side is
+    halved (widest relative to the region's box, ties to the lowest index). Boxes are processed
+    worst-first (smallest best-atom excess). A box centre that violates the property in float64
+    ends the search with ``sat``; the time or box budget ends it with ``timeout``.
+    """
+    import heapq
+
+    start = time.perf_counter()
+    C, rhs, sizes = _spec_rows(region)
+    if any(n == 0 for n in sizes):
+        return BaBResult("unknown", time.perf_counter() - start, 0)
+    scale = np.where(region.upper > region.lower, region.upper - region.lower, 1.0)
+    lo0, hi0 = np.asarray(region.lower, np.float64), np.asarray(region.upper, np.float64)
+    heap: list[tuple[float, int, NDArray[np.float64], NDArray[np.float64]]] = [
+        (-np.inf, 0, lo0, hi0)
+    ]
+    count, boxes = 1, 0
+    while heap:
+        if time.perf_counter() - start > timeout or boxes >= max_boxes:
+            return BaBResult("timeout", time.perf_counter() - start, boxes)
+        _, _, lo, hi = heapq.heappop(heap)
+        lb, _ = crown_bounds(mlp, lo, hi, C, deadline=start + timeout)
+        boxes += 1
+        if lb is None:
+            return BaBResult("timeout", time.perf_counter() - start, boxes)
+        excess = lb - rhs
+        if _all_refuted(excess, sizes):
+            continue
+        centre = (lo + hi) / 2
+        y = mlp(centre[None])[0]
+        if region.output_violated(y[None])[0]:
+            return BaBResult("sat", time.perf_counter() - start, boxes)
+        j = int(np.argmax((hi - lo) / scale))
+        mid = (lo[j] + hi[j]) / 2
+        left_hi, right_lo = hi.copy(), lo.copy()
+        left_hi[j], right_lo[j] = mid, mid
+        # priority: the polytopes' best-atom excess, the least refuted first
+        k, worst = 0, np.inf
+        for n in sizes:
+            worst = min(worst, float(excess[k : k + n].max()))
+            k += n
+        for child in ((lo, left_hi), (right_lo, hi)):
+            heapq.heappush(heap, (worst, count, *child))
+            count += 1
+    return BaBResult("unsat", time.perf_counter() - start, boxes)
+
+
+def output_upper_bound(
+    mlp: ReluMLP, lower: NDArray[np.float64], upper: NDArray[np.float64], c: NDArray[np.float64],
+    method: str = "crown",
+) -> float:
+    """A sound upper bound of ``c @ y`` over the box (IBP or CROWN)."""
+    c = np.asarray(c, np.float64)
+    if method == "ibp":
+        lo, hi = ibp_bounds(mlp, lower, upper)[-1]
+        return float(np.maximum(c, 0) @ hi + np.minimum(c, 0) @ lo)
+    lb, _ = crown_bounds(mlp, lower, upper, -c[None])
+    assert lb is not None
+    return float(-lb[0])

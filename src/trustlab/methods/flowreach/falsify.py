@@ -59,7 +59,21 @@ def margin_np(region: VnnlibRegion, y: NDArray[np.floating]) -> NDArray[np.float
 def sample_box(region: VnnlibRegion, n: int, rng: np.random.Generator) -> NDArray[np.float32]:
     """``n`` inputs uniform on the region's box (float32, as the networks take them)."""
     u = rng.random((n, len(region.lower)))
-    return (region.lower + (region.upper - region.lower) * u).astype(np.float32)
+    x = (region.lower + (region.upper - region.lower) * u).astype(np.float32)
+    # rounding to float32 can step just outside a bound that float32 cannot represent (ACAS Xu
+    # boxes); clip to the float32 values nearest the box from inside, where there are any
+    lo, hi = _inner_float32(region.lower, region.upper)
+    return np.clip(x, lo, hi, out=x)
+
+
+def _inner_float32(lower, upper) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """Smallest float32 ``>= lower`` and largest float32 ``<= upper`` (kept as is if crossing)."""
+    lo = np.asarray(lower, np.float64).astype(np.float32)
+    hi = np.asarray(upper, np.float64).astype(np.float32)
+    lo = np.where(lo < lower, np.nextafter(lo, np.float32(np.inf)), lo)
+    hi = np.where(hi > upper, np.nextafter(hi, np.float32(-np.inf)), hi)
+    cross = lo > hi
+    return np.where(cross, hi, lo).astype(np.float32), hi.astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -85,7 +99,7 @@ def _confirm(
     xs: NDArray[np.float32],
     oracle: Callable[[NDArray[np.float32]], NDArray[np.floating]],
 ) -> Counterexample | None:
-    xs = np.clip(xs, region.lower.astype(np.float32), region.upper.astype(np.float32))
+    xs = np.clip(xs, *_inner_float32(region.lower, region.upper))
     xs = xs[region.contains_input(xs)]
     if len(xs) == 0:
         return None

@@ -40,6 +40,42 @@ class VelocityMLP(torch.nn.Module):
         feats = [x, t, torch.sin(t * self.freqs), torch.cos(t * self.freqs)]
         return self.net(torch.cat(feats, dim=1))
 
+    def frozen(self) -> _FrozenVelocity:
+        """The same function for inference with a scalar ``t`` (no autograd), about 3x faster.
+
+        Splits the first layer into its ``x`` and time-feature parts and caches the time part
+        per ``t`` (an ODE solver evaluates a few fixed times); the weights must not change
+        afterwards.
+        """
+        return _FrozenVelocity(self)
+
+
+class _FrozenVelocity:
+    def __init__(self, mlp: VelocityMLP) -> None:
+        lins = [m for m in mlp.net if isinstance(m, torch.nn.Linear)]
+        first = lins[0].weight.detach()
+        self.dim = first.shape[1] - 1 - 2 * len(mlp.freqs)
+        self.wx = first[:, : self.dim].T.contiguous()
+        self.wt = first[:, self.dim :].contiguous()
+        self.b1 = lins[0].bias.detach()
+        self.freqs = mlp.freqs
+        self.rest = [(m.weight.detach().T.contiguous(), m.bias.detach()) for m in lins[1:]]
+        self._time_bias: dict[float, torch.Tensor] = {}
+
+    def __call__(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        key = float(t)
+        bias = self._time_bias.get(key)
+        if bias is None:
+            tt = torch.tensor([key], dtype=torch.float32)
+            feats = torch.cat([tt, torch.sin(tt * self.freqs), torch.cos(tt * self.freqs)])
+            bias = self._time_bias[key] = self.wt @ feats + self.b1
+        h = torch.nn.functional.silu(torch.addmm(bias, x, self.wx))
+        for i, (w, b) in enumerate(self.rest):
+            h = torch.addmm(b, h, w)
+            if i < len(self.rest) - 1:
+                h = torch.nn.functional.silu(h)
+        return h
+
 
 class FlowMatching:
     """A flow-matching generative model of output vectors (sklearn-style lifecycle).
@@ -81,7 +117,10 @@ class FlowMatching:
             torch.manual_seed(self.seed)
             self.velocity_ = VelocityMLP(self.dim_, self.hidden, self.n_layers)
         data = torch.as_tensor((y - self.mean_) / self.std_, dtype=torch.float32)
-        opt = torch.optim.Adam(self.velocity_.parameters(), lr=self.lr)
+        try:  # the fused CPU kernel is ~20 % faster on these tiny models, same arithmetic
+            opt = torch.optim.Adam(self.velocity_.parameters(), lr=self.lr, fused=True)
+        except (RuntimeError, TypeError):
+            opt = torch.optim.Adam(self.velocity_.parameters(), lr=self.lr)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(self.n_iters, 1))
         losses = []
         for _ in range(self.n_iters):
@@ -97,6 +136,7 @@ class FlowMatching:
             sched.step()
             losses.append(float(loss.detach()))
         self.velocity_.requires_grad_(False)
+        self._frozen = self.velocity_.frozen()
         self.losses_ = np.array(losses)
         return self
 
@@ -108,9 +148,9 @@ class FlowMatching:
     def _integrate(self, x: torch.Tensor, t0: float, t1: float) -> torch.Tensor:
         ts = torch.tensor([t0, t1], dtype=torch.float32)
         opts = {"step_size": abs(t1 - t0) / self.ode_steps}
+        frozen = self._frozen
         with torch.no_grad():
-            return odeint(lambda t, h: self.velocity_(h, t), x, ts, method="rk4",
-                          options=opts)[-1]
+            return odeint(lambda t, h: frozen(h, t), x, ts, method="rk4", options=opts)[-1]
 
     def decode_std(self, z: torch.Tensor) -> torch.Tensor:
         """Latent -> standardised output (torch, float32)."""

@@ -136,7 +136,7 @@ def _combine(verdicts: list[str]) -> str:
 
 def _torch_net(net: OnnxNetwork) -> Any:
     try:
-        return net.relu_mlp().to_torch()
+        return net.mlp_torch()
     except DataError:
         return net.to_torch()
 
