@@ -145,14 +145,36 @@ def test_free_text_actions_split_on_arguments(emb):
     def act(host, instr="Restart the web service on this host"):
         return Case.tool_action(f"run_shell(host={host})", "run_shell", {"host": host}, instr)
 
-    lisa.report(act("prod-1"), "block")
-    lisa.report(act("prod-1"), "block")
-    lisa.report(act("dev-1"), "allow")
+    # host names without a wildcard pattern: one abstraction (the tool), split on the host
+    lisa.report(act("apollo"), "block")
+    lisa.report(act("apollo"), "block")
+    lisa.report(act("zeus"), "allow")
     assert lisa.memory_size() == 1  # one contrary report is not yet a local rule
-    lisa.report(act("dev-1"), "allow")
-    assert lisa.check(act("prod-1")).block
-    assert not lisa.check(act("dev-1")).block
+    lisa.report(act("zeus"), "allow")
+    assert lisa.check(act("apollo")).block
+    assert not lisa.check(act("zeus")).block
     assert lisa.entries()[0].split_attribute == "arg.host"
+
+
+def test_argument_patterns_scope_tool_reports(emb):
+    from trustlab.methods.lisa.memory import value_pattern
+
+    assert value_pattern("prod-db-01") == "prod-*"
+    assert value_pattern("m.lee@partner.example") == "*@partner.example"
+    assert value_pattern("https://github.example/release/x.zip") == "github.example/*"
+    assert value_pattern("25000") == "~10^4" and value_pattern("900") == "~10^2"
+    assert value_pattern("the HR team") is None and value_pattern("customers.csv") is None
+    lisa = Lisa(FixedBase(0.4), embedder=emb)  # an unsure base: one report may override
+
+    def act(host, instr="Restart the web service on this host"):
+        return Case.tool_action(f"run_shell(host={host})", "run_shell", {"host": host}, instr)
+
+    lisa.report(act("prod-db-01"), "block")
+    # one report covers other hosts of its pattern, even with another instruction ...
+    assert lisa.check(act("prod-web-07", "Bounce the app service on the box")).block
+    # ... but not hosts of another pattern (the base decides there)
+    d = lisa.check(act("dev-api-03"))
+    assert not d.block and d.fired == ()
 
 
 def test_case_validation_and_roundtrip():

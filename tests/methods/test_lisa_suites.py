@@ -11,11 +11,8 @@ from trustlab.datasets.confaide import load_confaide_tier2
 from trustlab.datasets.privacylens import load_privacylens_seeds
 from trustlab.methods.lisa import (
     SUITES,
-    BaseOnly,
     EmbeddingGuardrail,
-    ExemplarMemory,
     HashingEmbedder,
-    InsightMemory,
     Lisa,
     MemoBase,
     build_suite,
@@ -83,37 +80,60 @@ def test_one_report_generalises_on_the_suite(setup, name):
     assert all(pred[j] == suite.labels[j] for j in expect if suite.local_mask[j])
 
 
-def _robustness(emb, base_model) -> dict[str, float]:
-    acc: dict[str, list[float]] = {}
+def _child_rng(seed: int, name: str) -> np.random.Generator:
+    """The generator ``RunContext(seed).child_rng(name)`` gives the experiment."""
+    return np.random.default_rng(np.random.SeedSequence([seed, *[ord(c) for c in name]]))
+
+
+def _accuracy_at_20_percent_flips(emb, seed: int) -> dict[str, dict[str, float]]:
+    """Prequential accuracy per suite and method at 20% flipped reports: the default
+    experiment's methods, protocol (1500 cases, 10% of mistakes reported) and seeding."""
+    from trustlab.methods.lisa.experiment import LisaConfig, _methods
+
+    config = LisaConfig()  # the default experiment's gate, clustering and baseline settings
+    cases, labels = generic_seed_set(
+        config.n_seed_flows, _child_rng(seed, "seed set"), config.n_seed_tool_calls
+    )
+    base_model = EmbeddingGuardrail(emb).fit(cases, labels)
+    acc: dict[str, dict[str, float]] = {}
     flipped = 0
     for name in SUITES:
         suite = build_suite(name)
         base = MemoBase(base_model)
-        order = np.random.default_rng(1).integers(0, len(suite.cases), 1500)
-        for g in (BaseOnly(base), Lisa(base, embedder=emb), ExemplarMemory(base, emb),
-                  InsightMemory(base), Lisa(base, embedder=emb, gating=False, name="lisa_nogate")):
-            res = run_stream(g, suite.cases, suite.labels, order, report_rate=0.1,
-                             flip_rate=0.2, seed=7)
+        order = _child_rng(seed, f"stream {name}").integers(
+            0, len(suite.cases), config.stream_length
+        )
+        fb_seed = int(_child_rng(seed, f"feedback {name}").integers(0, 2**31))
+        for g in _methods(config, base, emb):
+            res = run_stream(g, suite.cases, suite.labels, order,
+                             report_rate=config.report_rate, flip_rate=0.2, seed=fb_seed)
             flipped += res.n_flipped
-            acc.setdefault(g.name, []).append(
-                classification_metrics(res.predictions, res.labels)["accuracy"])
+            acc.setdefault(name, {})[g.name] = classification_metrics(
+                res.predictions, res.labels)["accuracy"]
     assert flipped > 0
-    assert all(a >= b - 1e-9 for a, b in zip(acc["lisa"], acc["base"], strict=True)), acc
-    return {k: float(np.mean(v)) for k, v in acc.items()}
+    return acc
 
 
-def test_robust_at_20_percent_flipped_reports(setup):
-    mean = _robustness(*setup)
-    assert mean["lisa"] > mean["base"], mean
-    assert mean["lisa"] > mean["insight"], mean
+def _assert_criterion(acc: dict[str, dict[str, float]], seed: int) -> None:
+    for name, a in acc.items():
+        for other in ("base", "exemplar", "insight"):
+            assert a["lisa"] > a[other], (seed, name, a)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_robust_at_20_percent_flipped_reports(seed):
+    """The Done-when criterion with a feature-hashing base (instant, no model): at 20%
+    flipped reports LiSA is above the base guardrail and the ungated baselines (exemplar,
+    insight) on every default suite, for each of three seeds."""
+    _assert_criterion(_accuracy_at_20_percent_flips(HashingEmbedder(384), seed), seed)
 
 
 @pytest.mark.slow
-def test_robust_at_20_percent_flipped_reports_minilm():
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_robust_at_20_percent_flipped_reports_minilm(seed):
+    """The same criterion with the experiment's MiniLM base (slow only on a cold embedding
+    cache: ~9,000 texts to embed once; a few seconds per seed when warm)."""
     from trustlab.methods.lisa import MiniLMEmbedder, default_cache_path
 
-    emb = MiniLMEmbedder(default_cache_path())
-    cases, labels = generic_seed_set(400, np.random.default_rng(0))
-    mean = _robustness(emb, EmbeddingGuardrail(emb).fit(cases, labels))
-    for other in ("base", "insight", "exemplar"):
-        assert mean["lisa"] > mean[other], mean
+    _assert_criterion(_accuracy_at_20_percent_flips(MiniLMEmbedder(default_cache_path()), seed),
+                      seed)

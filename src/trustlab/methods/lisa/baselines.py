@@ -3,11 +3,15 @@
 * :class:`BaseOnly` - the fixed base guardrail, reports ignored.
 * :class:`ExemplarMemory` - the nearest reported case (cosine of embeddings) overrides the
   base when its similarity is at least ``threshold``; no gating, no abstraction.
-* :class:`InsightMemory` - ExpeL-style insights: a report creates an insight over the same
-  abstraction attributes as LiSA (exact values) or up/down-votes the one it falls in; an
+* :class:`InsightMemory` - ExpeL-style insights: a report creates an insight over the case's
+  context, exact values of (recipient, transmission principle) for flows and (tool,
+  instruction) for tool actions, or up/down-votes the one it falls in; an
   insight fires when its empirical accuracy ``up / (up + down)`` is at least
   ``min_accuracy`` (no posterior, no local rules, no base comparison); an insight whose
-  votes drop below zero importance is deleted as in ExpeL.
+  votes drop below zero importance is deleted as in ExpeL. With ``lisa_keys=True``
+  (``insight_lisa_keys`` in the experiment) the insight key is LiSA's abstraction over LiSA's
+  derived attributes (subject-relative recipient, argument patterns), exact values, so the
+  comparison isolates LiSA's gate, value clustering and local rules.
 * :class:`ReflectionMemory` - Reflexion-style: each report becomes a short lesson in the
   LLM judge's system prompt (most recent ``max_lessons``); needs an LLM backend.
 """
@@ -24,7 +28,13 @@ from trustlab.methods.lisa.base import Guardrail, LLMJudgeGuardrail
 from trustlab.methods.lisa.cases import BLOCK, Case, Decision, FiredEntry, label_to_str
 from trustlab.methods.lisa.embedding import Embedder
 from trustlab.methods.lisa.guardrail import MemoBase, as_label
-from trustlab.methods.lisa.memory import DEFAULT_ABSTRACTION
+from trustlab.methods.lisa.memory import DEFAULT_ABSTRACTION, PATTERNS, case_attributes
+
+#: Insight keys: exact values of the case's context (flows) or tool and instruction (actions).
+INSIGHT_ABSTRACTION: dict[str, tuple[str, ...]] = {
+    "flow": ("recipient", "transmission_principle"),
+    "action": ("tool", "instruction"),
+}
 
 __all__ = ["BaseOnly", "ExemplarMemory", "InsightMemory", "ReflectionMemory"]
 
@@ -103,18 +113,27 @@ class InsightMemory:
         *,
         min_accuracy: float = 0.5,
         abstraction: dict[str, tuple[str, ...]] | None = None,
+        lisa_keys: bool = False,
         name: str = "insight",
     ) -> None:
         self.base = _memo(base)
         self.min_accuracy = min_accuracy
-        self.abstraction = abstraction or DEFAULT_ABSTRACTION
+        self.lisa_keys = lisa_keys
+        self.abstraction = abstraction or (DEFAULT_ABSTRACTION if lisa_keys else INSIGHT_ABSTRACTION)
         self.name = name
         self._insights: dict[tuple[str, ...], _Insight] = {}
         self._n = 0
 
     def _key(self, case: Case) -> tuple[str, ...]:
-        attrs = case.attributes()
-        return (case.kind, *(attrs.get(a, "") for a in self.abstraction[case.kind]))
+        if not self.lisa_keys:
+            attrs = case.attributes()
+            return (case.kind, *(attrs.get(a, "") for a in self.abstraction[case.kind]))
+        attrs = case_attributes(case)  # LiSA's derived attributes, exact values, no clustering
+        keys = []
+        for a in self.abstraction[case.kind]:
+            names = sorted(k for k in attrs if k.endswith("~")) if a == PATTERNS else [a]
+            keys += [f"{k}={attrs.get(k, '')}" for k in names]
+        return (case.kind, *keys)
 
     def check(self, case: Case) -> Decision:
         s = self.base.score_one(case)

@@ -30,7 +30,7 @@ from trustlab.methods.lisa.simulator import classification_metrics, learning_cur
 from trustlab.methods.lisa.suites import build_suite, generic_seed_set
 
 SuiteName = Literal["confaide_plus", "privacylens_plus", "agentharm_style"]
-UNGATED = ("exemplar", "insight", "lisa_nogate")
+UNGATED = ("exemplar", "insight", "insight_lisa_keys", "lisa_nogate")
 
 
 class LisaConfig(ExperimentConfig):
@@ -48,6 +48,9 @@ class LisaConfig(ExperimentConfig):
     )
     n_seed_flows: int = Field(
         400, ge=20, description="Generic CI flows in the base guardrail's seed set."
+    )
+    n_seed_tool_calls: int = Field(
+        400, ge=0, description="Generic tool calls (held-out paraphrase) in the seed set."
     )
     confaide_variants: int = Field(
         4, ge=1, le=16, description="Surface variants per ConfAIde tier-2a flow."
@@ -98,6 +101,7 @@ class LisaConfig(ExperimentConfig):
         "stream_length": 400,
         "flip_rates": [0.0, 0.2],
         "n_seed_flows": 150,
+        "n_seed_tool_calls": 150,
         "confaide_variants": 2,
         "privacylens_max_seeds": 100,
         "large_base_hidden": 64,
@@ -128,6 +132,10 @@ def _methods(config: LisaConfig, base: MemoBase, emb: Any) -> list[Any]:
         Lisa(base, embedder=emb, name="lisa_nolocal", local_rules=False, **mem),
         ExemplarMemory(base, emb, threshold=config.exemplar_threshold),
         InsightMemory(base, min_accuracy=config.insight_min_accuracy),
+        InsightMemory(
+            base, min_accuracy=config.insight_min_accuracy, lisa_keys=True,
+            name="insight_lisa_keys",
+        ),
     ]
 
 
@@ -141,7 +149,9 @@ def run(config: LisaConfig, ctx: RunContext) -> Report:
     with ctx.stage("base guardrail"):
         cache = default_cache_path() if config.embedding_cache else None
         emb = MiniLMEmbedder(cache) if config.embedder == "minilm" else HashingEmbedder(384, cache)
-        seed_cases, seed_labels = generic_seed_set(config.n_seed_flows, ctx.child_rng("seed set"))
+        seed_cases, seed_labels = generic_seed_set(
+            config.n_seed_flows, ctx.child_rng("seed set"), config.n_seed_tool_calls
+        )
         base_model = EmbeddingGuardrail(emb).fit(seed_cases, seed_labels)
         large = None
         if config.large_base_hidden:
@@ -167,11 +177,12 @@ def run(config: LisaConfig, ctx: RunContext) -> Report:
             )
             suites[suite_name] = suite
             base = MemoBase(base_model)
-            base.score(suite.cases)  # embed the pool once
-            emb.encode(sorted({v for c in suite.cases for v in c.attributes().values()}))
             order = ctx.child_rng(f"stream {suite_name}").integers(
                 0, len(suite.cases), config.stream_length
             )
+            streamed = [suite.cases[i] for i in sorted(set(order.tolist()))]
+            base.score(streamed)  # embed the streamed cases once (batched)
+            emb.encode(sorted({v for c in streamed for v in c.attributes().values()}))
             fb_seed = int(ctx.child_rng(f"feedback {suite_name}").integers(0, 2**31))
             jobs = [(f, g) for f in config.flip_rates for g in _methods(config, base, emb)]
             if large is not None:
@@ -252,8 +263,10 @@ def run(config: LisaConfig, ctx: RunContext) -> Report:
     )
     report.note(
         "Ungated baselines: exemplar (nearest reported case), insight (ExpeL-style empirical "
-        "accuracy), lisa_nogate (LiSA's abstractions and local rules, majority label always "
-        "fires). lisa_nolocal keeps the gate but never splits an abstraction."
+        "accuracy, exact (recipient, transmission principle) / (tool, instruction) keys), "
+        "insight_lisa_keys (the same over LiSA's derived abstraction keys), lisa_nogate "
+        "(LiSA's abstractions and local rules, majority label always fires). lisa_nolocal "
+        "keeps the gate but never splits an abstraction."
     )
     return report
 
@@ -327,7 +340,8 @@ def _metrics(report, config, rows, latency, cold) -> None:
     report.metric("lisa_gain_over_best_ungated", lisa_hi - best_ungated, headline=True,
                   description=f"LiSA minus the best ungated baseline at flip rate {hi}.")
     for f in config.flip_rates:
-        for m in ("lisa", "lisa_nogate", "lisa_nolocal", "exemplar", "insight"):
+        for m in ("lisa", "lisa_nogate", "lisa_nolocal", "exemplar", "insight",
+                  "insight_lisa_keys"):
             report.metric(f"accuracy_{m}_flip{f:g}", _mean_acc(rows, m, f),
                           description=f"{m}, mean accuracy over suites, flip rate {f}.")
     lisa_sizes = [r["memory_size"] for r in rows if r["method"] == "lisa"]
@@ -352,7 +366,8 @@ def _curve_figure(config, curves):
 
     n_s, n_f = len(config.suites), len(config.flip_rates)
     fig, axes = plt.subplots(n_s, n_f, figsize=(4 * n_f, 3 * n_s), squeeze=False)
-    methods = ("base", "lisa", "lisa_nogate", "lisa_nolocal", "exemplar", "insight")
+    methods = ("base", "lisa", "lisa_nogate", "lisa_nolocal", "exemplar", "insight",
+               "insight_lisa_keys")
     for i, s in enumerate(config.suites):
         for j, f in enumerate(config.flip_rates):
             ax = axes[i][j]

@@ -1,18 +1,23 @@
 """LiSA's structured memory: policy abstractions, conflict-aware local rules, evidence gating.
 
 A user report (a case and the reporter's label, which may be wrong) is *lifted* into a
-policy abstraction: a rule over the case's abstraction attributes (for flows the recipient
-and the transmission principle, the context of a contextual-integrity norm; for tool actions the tool and the instruction's embedding
-neighbourhood). Attribute values are grouped by an online leader clustering of their
-embeddings (cosine >= ``value_similarity``), so "a close friend" and "close friend" or two
-paraphrased instructions land in the same abstraction and one report covers unseen cases of
-its kind.
+policy abstraction: a rule over the case's abstraction attributes. For flows these are the
+recipient and the transmission principle (the context of a contextual-integrity norm), with
+the recipient expressed relative to the subject (a flow back to the person it is about has
+recipient ``"the data subject"``, whoever that is). For tool actions they are the tool and
+the wildcard patterns of its identifier-like arguments (``value_pattern``: an address's
+domain, a URL's host, a number's order of magnitude, a host name's first segment such as
+``prod-*``), the granularity at which organisations write tool policies; the instruction
+text is a surface form and stays out of the abstraction (it remains a split candidate).
+Attribute values are grouped by an online leader clustering of their embeddings (cosine >=
+``value_similarity``), so "a close friend" and "close friend" land in the same abstraction
+and one report covers unseen cases of its kind.
 
 When an abstraction gathers reports with both labels it is split, on the remaining attribute
-that best separates them (data type, sender, subject, or a tool argument), into
-more specific **local rules**, once at least ``min_split_support`` (default 2) minority-label
-reports share a value of that attribute; a split abstraction no longer fires by itself, so mixed
-evidence never becomes a blanket override.
+that best separates them (data type, sender, subject, instruction, a tool argument or its
+pattern), into more specific **local rules**, once at least ``min_split_support`` (default 2)
+minority-label reports share a value of that attribute; a split abstraction no longer fires
+by itself, so mixed evidence never becomes a blanket override.
 
 Every entry keeps its evidence. The entry's correctness ``theta`` has a Beta(a, b) prior
 (default a = b = 1, uniform); after k agreeing of n reports the posterior is
@@ -29,6 +34,7 @@ where ``c(x) = max(s, 1 - s)`` is the base's confidence on the case (its score `
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,11 +53,65 @@ __all__ = [
     "ValueIndex",
 ]
 
+#: In an abstraction, stands for every argument pattern (``arg.x~``) the case has.
+PATTERNS = "arg~"
+
 #: Attributes a report is lifted over, per case kind (the rest are candidates for local rules).
 DEFAULT_ABSTRACTION: dict[str, tuple[str, ...]] = {
     "flow": ("recipient", "transmission_principle"),
-    "action": ("tool", "instruction"),
+    "action": ("tool", PATTERNS),
 }
+
+
+_DIGITS = re.compile(r"^\d+(\.\d+)?$")
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://([^/?#]+)")
+_SEGMENTED = re.compile(r"^([a-z][a-z]*)[-_][^\s]+$")
+
+
+def value_pattern(value: str) -> str | None:
+    """The wildcard pattern an identifier-like value generalises to, or None.
+
+    Organisations write tool policies over patterns, not single values, so a tool argument
+    also yields a derived attribute (``arg.<name>~``) that local rules can split on: an email
+    address -> its domain (``*@partner.example``), a URL -> its host, a number -> its order
+    of magnitude (``~10^4``), a one-token name segmented by ``-``/``_`` -> its first segment
+    (``prod-*``). Free text (anything with a space) has no pattern; it is grouped by
+    embedding similarity instead.
+    """
+    v = value.strip().lower()
+    if not v or " " in v:
+        return None
+    if "@" in v:
+        return "*@" + v.rsplit("@", 1)[1]
+    m = _URL.match(v)
+    if m:
+        return m.group(1) + "/*"
+    if _DIGITS.match(v):
+        return f"~10^{len(v.split('.')[0].lstrip('0') or '0') - 1}"
+    m = _SEGMENTED.match(v)
+    if m and "." not in v:  # not file names: their stems are free-form
+        return m.group(1) + "-*"
+    return None
+
+
+#: The recipient value of a flow that goes back to the person the information is about.
+SUBJECT_RECIPIENT = "the data subject"
+
+
+def case_attributes(case: Case) -> dict[str, str]:
+    """A case's attributes as memory rules see them: a flow's recipient is expressed relative
+    to its subject (a flow back to the data subject has recipient ``"the data subject"``, one
+    contextual-integrity role whoever the subject is), and a tool action gains the wildcard
+    patterns of its arguments (``arg.x~``)."""
+    attrs = case.attributes()
+    if case.kind == "flow" and attrs["recipient"] and attrs["recipient"] == attrs["data_subject"]:
+        attrs["recipient"] = SUBJECT_RECIPIENT
+    if case.kind == "action":
+        for key in [k for k in attrs if k.startswith("arg.")]:
+            pat = value_pattern(attrs[key])
+            if pat is not None:
+                attrs[key + "~"] = pat
+    return attrs
 
 
 class ValueIndex:
@@ -234,15 +294,23 @@ class PolicyMemory:
                 f"Got {self.base_prior_strength}."
             )
         self.index_ = ValueIndex(self.embedder, self.value_similarity)
-        self.roots_: dict[tuple[str, tuple[int, ...]], MemoryEntry] = {}
+        self.roots_: dict[tuple[str, tuple[tuple[str, int], ...]], MemoryEntry] = {}
         self.n_reports_ = 0
         self._next_id = 0
 
-    def _abstraction(self, kind: str) -> tuple[str, ...]:
+    def _abstraction(self, kind: str, attrs: dict[str, str] | None = None) -> tuple[str, ...]:
+        """Abstraction attributes for a case; ``"arg~"`` expands to the case's argument
+        patterns (``arg.x~``), so a tool report is scoped to its tool and argument patterns."""
         table = self.abstraction or DEFAULT_ABSTRACTION
         if kind not in table:
             raise InputError(f"LiSA has no abstraction attributes for case kind '{kind}'.")
-        return tuple(table[kind])
+        out: list[str] = []
+        for a in table[kind]:
+            if a == PATTERNS:
+                out += sorted(k for k in (attrs or {}) if k.endswith("~"))
+            else:
+                out.append(a)
+        return tuple(out)
 
     def _new_id(self, prefix: str) -> str:
         self._next_id += 1
@@ -254,12 +322,12 @@ class PolicyMemory:
         self._state()
         if label not in (ALLOW, BLOCK):
             raise InputError(f"A report label must be 0 (allow) or 1 (block). Got {label!r}.")
-        attrs = case.attributes()
-        abstr = self._abstraction(case.kind)
+        attrs = case_attributes(case)
+        abstr = self._abstraction(case.kind, attrs)
         cids = {a: self.index_.lookup(a, attrs.get(a, ""), create=True) for a in sorted(attrs)}
         for a in abstr:
             cids.setdefault(a, self.index_.lookup(a, "", create=True))
-        key = (case.kind, tuple(cids[a] for a in abstr))
+        key = (case.kind, tuple((a, cids[a]) for a in abstr))
         root = self.roots_.get(key)
         if root is None:
             conds = tuple((a, self.index_.leader(a, cids[a])) for a in abstr)
@@ -348,10 +416,11 @@ class PolicyMemory:
         abstraction whose local rules do not cover the case)."""
         if not hasattr(self, "roots_"):
             return None
-        attrs = case.attributes()
-        abstr = self._abstraction(case.kind)
-        key = (case.kind, tuple(self.index_.lookup(a, attrs.get(a, ""), create=False) for a in abstr))
-        if -1 in key[1]:
+        attrs = case_attributes(case)
+        abstr = self._abstraction(case.kind, attrs)
+        key = (case.kind,
+               tuple((a, self.index_.lookup(a, attrs.get(a, ""), create=False)) for a in abstr))
+        if any(cid < 0 for _, cid in key[1]):
             return None
         node = self.roots_.get(key)
         while node is not None and not node.is_leaf:
