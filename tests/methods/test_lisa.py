@@ -132,6 +132,54 @@ def test_reuse_grows_with_evidence(emb):
     assert flipped_after is not None and flipped_after > 1
 
 
+def _traffic(lisa, n_checks, n_contradicting):
+    """``n_checks`` deployed checks the base decides, ``n_contradicting`` of them reported
+    (each in its own abstraction, far from the probe's)."""
+    for i in range(n_checks):
+        c = flow(rec=f"recipient {i}", tp="for audits")
+        assert lisa.check(c).source == "base"
+        if i < n_contradicting:
+            lisa.report(c, "allow")
+
+
+def test_traffic_calibrates_an_overconfident_base(emb):
+    """Reports of base mistakes per base-decided check reveal the base's accuracy: with
+    rho = 0.1, 10 contradicting reports in 100 checks mean it is wrong far more often than
+    its 0.8 confidence claims, so one report may override it; the uncalibrated gate waits."""
+    over = FixedBase(0.8)
+    probe, other = flow(subject="Sam"), flow(subject="Kim")
+    cal, nocal = Lisa(over, embedder=emb), Lisa(over, embedder=emb, calibrate=False)
+    for g in (cal, nocal):
+        _traffic(g, 100, 10)
+        g.report(probe, "allow")
+    acc, c_bar = cal.memory_.base_accuracy()
+    assert c_bar == pytest.approx(0.8) and acc < 0.4
+    assert cal.memory_.calibrated_confidence(0.8) == pytest.approx(0.8 * acc / 0.8)
+    d = cal.check(other)
+    assert not d.block and d.fired[0].effect == "override"
+    d = nocal.check(other)
+    assert d.block and d.fired[0].effect == "gated"
+    assert d.fired[0].base_reliability == pytest.approx(2 * 0.8 / 3)
+
+
+def test_calibration_never_raises_trust_and_one_flipped_report_stays_gated(emb):
+    """A base as reliable as it claims (1 contradicting report in 300 checks) keeps its
+    confidence (the calibration factor is capped at 1), so one flipped report against a
+    0.95-sure base still cannot flip behaviour; looking (observe=False) is not traffic."""
+    sure = FixedBase(0.95)
+    lisa = Lisa(sure, embedder=emb)
+    _traffic(lisa, 300, 1)
+    mem = lisa.memory_
+    acc, c_bar = mem.base_accuracy()
+    assert acc > c_bar and mem.calibrated_confidence(0.95) == pytest.approx(0.95)
+    lisa.report(flow(), "allow")  # a single wrong report
+    n = mem.base_checks_
+    d = lisa.check(flow(subject="Sam"), observe=False)
+    assert d.block and d.fired[0].effect == "gated" and mem.base_checks_ == n
+    with pytest.raises(InputError, match="report_share"):
+        Lisa(sure, embedder=emb, report_share=0.0).report(flow(), "block")
+
+
 def test_gate_parameters_are_validated(emb):
     with pytest.raises(InputError, match="gate_alpha"):
         Lisa(FixedBase(), embedder=emb, gate_alpha=1.5).report(flow(), "block")

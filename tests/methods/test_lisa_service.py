@@ -80,6 +80,26 @@ def test_memory_survives_restart_and_explains_decisions(tmp_path, base):
     assert before["decision"] == "allow" and before["fired"][0]["effect"] == "override"
 
 
+def test_traffic_is_persisted_and_shown_with_the_evidence(tmp_path, base):
+    """Base-decided checks calibrate the gate, so the service stores them (interleaved with
+    the reports) and a restart rebuilds the same calibration; /v1/memory shows it."""
+    db = tmp_path / "t.db"
+    client = TestClient(create_app(db, token=TOKEN, base=base))
+    for s in ("A", "B"):
+        client.post("/v1/check", json={"case": case(rec="a data broker", subject=s)})
+    client.post("/v1/report", json={"case": case(), "label": "allow"}, headers=AUTH)
+    for s in ("C", "D", "E"):
+        client.post("/v1/check", json={"case": case(rec="a data broker", subject=s)})
+    mem = client.get("/v1/memory").json()
+    t = mem["traffic"]
+    assert t["base_decided_checks"] == 5 and t["reports_contradicting_base"] == 1
+    assert 0.5 <= t["base_mean_confidence"] <= 1 and 0 < t["calibration"] <= 1
+    stored = ReportLog(db).traffic()  # 2 checks before report 1, 3 after it
+    assert sorted(stored) == [0, 1] and (stored[0][0], stored[1][0]) == (2, 3)
+    client2 = TestClient(create_app(db, token=TOKEN, base=base))
+    assert client2.get("/v1/memory").json() == mem
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,8 +1,11 @@
 """LiSA on the default suites: one report generalises, and at 20% flipped reports LiSA stays
-above the base guardrail and the ungated baselines. The base here embeds with feature hashing
-(instant); the experiment uses MiniLM."""
+above the base guardrail and the ungated baselines (exemplar, insight). Against insight run on
+LiSA's own abstraction keys it does not yet win on PrivacyLens+ (an xfail records the gap).
+The base here embeds with feature hashing (instant); the experiment uses MiniLM."""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pytest
@@ -64,13 +67,14 @@ def test_one_report_generalises_on_the_suite(setup, name):
 
     i = max((int(j) for j in wrong), key=lambda j: (siblings(j), -conf[j]))
     # gate of one report vs a base this sure: m * c / (m + 1) against LB(1 of 1) = sqrt(0.2)
+    # (no traffic observed here, so the base's confidence is uncalibrated: c_hat = c)
     lisa = Lisa(base, embedder=emb)
     lisa.report(suite.cases[i], int(suite.labels[i]))
     entry = lisa.memory_.match(suite.cases[i])
     covered = [j for j in range(len(suite.cases))
                if suite.cases[j] != suite.cases[i] and lisa.memory_.match(suite.cases[j]) is entry]
     assert covered, "the abstraction covers no unseen case"
-    pred = np.array([lisa.check(c).label for c in suite.cases])
+    pred = np.array([lisa.check(c, observe=False).label for c in suite.cases])
     changed = set(np.flatnonzero(pred != base_pred).tolist())
     assert changed <= set(covered) | {j for j, c in enumerate(suite.cases) if c == suite.cases[i]}
     # the unseen cases it flips are exactly the covered ones the base is unsure enough about
@@ -114,10 +118,16 @@ def _accuracy_at_20_percent_flips(emb, seed: int) -> dict[str, dict[str, float]]
     return acc
 
 
-def _assert_criterion(acc: dict[str, dict[str, float]], seed: int) -> None:
+def _assert_criterion(acc: dict[str, dict[str, float]], seed: int,
+                      others: tuple[str, ...] = ("base", "exemplar", "insight")) -> None:
     for name, a in acc.items():
-        for other in ("base", "exemplar", "insight"):
+        for other in others:
             assert a["lisa"] > a[other], (seed, name, a)
+
+
+@functools.cache
+def _hashing_accuracy(seed: int) -> dict[str, dict[str, float]]:
+    return _accuracy_at_20_percent_flips(HashingEmbedder(384), seed)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -125,7 +135,20 @@ def test_robust_at_20_percent_flipped_reports(seed):
     """The Done-when criterion with a feature-hashing base (instant, no model): at 20%
     flipped reports LiSA is above the base guardrail and the ungated baselines (exemplar,
     insight) on every default suite, for each of three seeds."""
-    _assert_criterion(_accuracy_at_20_percent_flips(HashingEmbedder(384), seed), seed)
+    _assert_criterion(_hashing_accuracy(seed), seed)
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "open gap (issue 5): on PrivacyLens+ insight with LiSA's abstraction keys matches or beats "
+    "LiSA at 20% flips (MiniLM, 10 seeds: 0.657 vs 0.654); see docs/methods/lisa.md"))
+def test_above_insight_on_lisas_own_keys_in_the_mean_over_seeds():
+    """The stricter comparison: insight's up/down-vote gating on exactly LiSA's abstraction keys,
+    so the difference is the evidence gate alone; mean over seeds 0-2 on every suite."""
+    accs = [_hashing_accuracy(seed) for seed in (0, 1, 2)]
+    for name in accs[0]:
+        lisa = np.mean([a[name]["lisa"] for a in accs])
+        insight = np.mean([a[name]["insight_lisa_keys"] for a in accs])
+        assert lisa > insight, (name, lisa, insight)
 
 
 @pytest.mark.slow

@@ -66,6 +66,11 @@ class LisaConfig(ExperimentConfig):
     base_prior_strength: float = Field(
         2.0, ge=0.0, description="m: pseudo-reports behind the base's own confidence."
     )
+    report_share: float = Field(
+        0.1, gt=0.0, le=1.0,
+        description="LiSA's assumed share of base mistakes users report (rho), used to "
+        "calibrate the base's confidence on traffic; a prior, not read from the simulator.",
+    )
     value_similarity: float = Field(
         0.8, gt=0.0, le=1.0, description="Cosine threshold that groups attribute values."
     )
@@ -124,12 +129,14 @@ def _methods(config: LisaConfig, base: MemoBase, emb: Any) -> list[Any]:
         "prior": (config.prior_a, config.prior_b),
         "base_prior_strength": config.base_prior_strength,
         "value_similarity": config.value_similarity,
+        "report_share": config.report_share,
     }
     return [
         BaseOnly(base),
         Lisa(base, embedder=emb, **mem),
         Lisa(base, embedder=emb, name="lisa_nogate", gating=False, **mem),
         Lisa(base, embedder=emb, name="lisa_nolocal", local_rules=False, **mem),
+        Lisa(base, embedder=emb, name="lisa_nocal", calibrate=False, **mem),
         ExemplarMemory(base, emb, threshold=config.exemplar_threshold),
         InsightMemory(base, min_accuracy=config.insight_min_accuracy),
         InsightMemory(
@@ -266,7 +273,8 @@ def run(config: LisaConfig, ctx: RunContext) -> Report:
         "accuracy, exact (recipient, transmission principle) / (tool, instruction) keys), "
         "insight_lisa_keys (the same over LiSA's derived abstraction keys), lisa_nogate "
         "(LiSA's abstractions and local rules, majority label always fires). lisa_nolocal "
-        "keeps the gate but never splits an abstraction."
+        "keeps the gate but never splits an abstraction; lisa_nocal gates on the base's "
+        "uncalibrated confidence (no traffic calibration)."
     )
     return report
 
@@ -340,7 +348,7 @@ def _metrics(report, config, rows, latency, cold) -> None:
     report.metric("lisa_gain_over_best_ungated", lisa_hi - best_ungated, headline=True,
                   description=f"LiSA minus the best ungated baseline at flip rate {hi}.")
     for f in config.flip_rates:
-        for m in ("lisa", "lisa_nogate", "lisa_nolocal", "exemplar", "insight",
+        for m in ("lisa", "lisa_nogate", "lisa_nolocal", "lisa_nocal", "exemplar", "insight",
                   "insight_lisa_keys"):
             report.metric(f"accuracy_{m}_flip{f:g}", _mean_acc(rows, m, f),
                           description=f"{m}, mean accuracy over suites, flip rate {f}.")
@@ -366,8 +374,8 @@ def _curve_figure(config, curves):
 
     n_s, n_f = len(config.suites), len(config.flip_rates)
     fig, axes = plt.subplots(n_s, n_f, figsize=(4 * n_f, 3 * n_s), squeeze=False)
-    methods = ("base", "lisa", "lisa_nogate", "lisa_nolocal", "exemplar", "insight",
-               "insight_lisa_keys")
+    methods = ("base", "lisa", "lisa_nogate", "lisa_nolocal", "lisa_nocal", "exemplar",
+               "insight", "insight_lisa_keys")
     for i, s in enumerate(config.suites):
         for j, f in enumerate(config.flip_rates):
             ax = axes[i][j]

@@ -65,7 +65,9 @@ class Lisa:
 
     ``base`` is any fitted guardrail with ``score(cases) -> P(block)``; memory options are
     those of :class:`PolicyMemory` (``gate_alpha``, ``prior``, ``base_prior_strength``,
-    ``value_similarity``, ``gating``, ``local_rules``, ``abstraction``).
+    ``value_similarity``, ``gating``, ``local_rules``, ``abstraction``, ``report_share``,
+    ``calibrate``). ``check`` is a deployed check: when the base's decision stands it is
+    counted as traffic, which calibrates the base's confidence in the gate.
     """
 
     def __init__(
@@ -83,19 +85,28 @@ class Lisa:
             self._base = self.base if isinstance(self.base, MemoBase) else MemoBase(self.base)
         return self._memory
 
-    def check(self, case: Case) -> Decision:
+    def check(self, case: Case, *, observe: bool = True) -> Decision:
+        """Decide ``case``. A deployed check (``observe``) is counted as traffic, which
+        calibrates the base's confidence; ``observe=False`` only looks."""
         mem = self.memory_
-        return mem.consult(case, self._base.score_one(case))
+        decision = mem.consult(case, self._base.score_one(case))
+        if observe:
+            mem.observe(decision)
+        return decision
 
-    def check_many(self, cases: Sequence[Case]) -> list[Decision]:
+    def check_many(self, cases: Sequence[Case], *, observe: bool = True) -> list[Decision]:
         mem = self.memory_
         scores = self._base.score(cases)
-        return [mem.consult(c, float(s)) for c, s in zip(cases, scores, strict=True)]
+        out = [mem.consult(c, float(s)) for c, s in zip(cases, scores, strict=True)]
+        if observe:
+            for d in out:
+                mem.observe(d)
+        return out
 
     def report(self, case: Case, label: int | str) -> str:
         """Fold a user report into memory; returns the id of the entry it landed in."""
         mem = self.memory_
-        decision = self.check(case)
+        decision = self.check(case, observe=False)  # a report is not a new check
         fired = [f.entry_id for f in decision.fired if f.effect == "override"]
         return mem.fold(case, as_label(label), decision.base_score, fired)
 

@@ -25,11 +25,22 @@ Beta(a + k, b + n - k) and its ``gate_alpha`` quantile is the lower bound ``LB``
 overrides the base guardrail on a case only when ``LB`` exceeds the base guardrail's own
 estimated reliability there,
 
-    r = (m * c(x) + k_base) / (m + n),
+    r = (m * c_hat(x) + k_base) / (m + n),
 
-where ``c(x) = max(s, 1 - s)`` is the base's confidence on the case (its score ``s``),
-``k_base`` the entry's reports on which the base's decision matched the reported label, and
-``m`` (``base_prior_strength``) the weight of the base's confidence as pseudo-reports.
+where ``k_base`` counts the entry's reports on which the base's decision matched the
+reported label, ``m`` (``base_prior_strength``) weighs the base's confidence as
+pseudo-reports, and ``c_hat(x)`` is the base's confidence on the case, ``c(x) = max(s, 1 - s)``
+for its score ``s``, *calibrated on the deployment's traffic*: the memory counts every
+deployed check the base decided (N, with mean confidence ``c_bar``) and the reports that
+contradict the base (B). A user reports a share ``rho`` (``report_share``) of mistakes, so
+B ~ Binomial(N, rho * (1 - A)) for the base's accuracy A on its traffic; with the prior
+A ~ Beta(m * c_bar, m * (1 - c_bar)) (the base's own claim) the posterior mean ``A_hat``
+(grid posterior) gives ``c_hat(x) = c(x) * min(1, A_hat / c_bar)``: a base that is as
+accurate as it claims keeps its confidence, an over-confident one (near chance yet sure) is
+discounted. The factor is capped at 1 because the gate is consulted only where reports
+landed: a surplus of accuracy on the whole traffic comes from unreported regions and must
+not make the gate trust the base more than it claims there.
+``calibrate=False`` is the uncalibrated gate (``c_hat = c``).
 """
 
 from __future__ import annotations
@@ -45,6 +56,11 @@ from trustlab.core.errors import InputError
 from trustlab.methods.lisa.cases import ALLOW, BLOCK, Case, Decision, FiredEntry
 from trustlab.methods.lisa.embedding import Embedder
 from trustlab.stats import beta_posterior_quantile
+
+#: Grid over the base's accuracy A for its posterior (midpoints of 400 bins of [0, 1]).
+_GRID = (np.arange(400) + 0.5) / 400
+_LOG_A = np.log(_GRID)
+_LOG_1MA = np.log1p(-_GRID)
 
 __all__ = [
     "DEFAULT_ABSTRACTION",
@@ -255,6 +271,9 @@ class PolicyMemory:
       abstraction: attributes to lift reports over, per case kind.
       min_split_support: reports of the minority label that must share a value of an
         attribute before the abstraction is split on it.
+      report_share: rho, the assumed share of the base's mistakes that users report (the
+        deployment's documented 5-10%; default 0.1), used to calibrate the base on traffic.
+      calibrate: False switches traffic calibration off (ablation: c_hat = c).
     """
 
     def __init__(
@@ -269,8 +288,12 @@ class PolicyMemory:
         local_rules: bool = True,
         abstraction: dict[str, tuple[str, ...]] | None = None,
         min_split_support: int = 2,
+        report_share: float = 0.1,
+        calibrate: bool = True,
     ) -> None:
         self.embedder = embedder
+        self.report_share = report_share
+        self.calibrate = calibrate
         self.min_split_support = min_split_support
         self.value_similarity = value_similarity
         self.gate_alpha = gate_alpha
@@ -293,7 +316,15 @@ class PolicyMemory:
                 "The 'base_prior_strength' parameter of LiSA must be >= 0. "
                 f"Got {self.base_prior_strength}."
             )
+        if not 0.0 < self.report_share <= 1.0:
+            raise InputError(
+                f"The 'report_share' parameter of LiSA must be in (0, 1]. Got {self.report_share}."
+            )
         self.index_ = ValueIndex(self.embedder, self.value_similarity)
+        self.base_checks_ = 0  # deployed checks the base decided
+        self.base_conf_sum_ = 0.0  # sum of the base's confidence over them
+        self.base_wrong_ = 0  # reports whose label contradicts the base's decision
+        self._accuracy: tuple[tuple[int, int, float], float] | None = None
         self.roots_: dict[tuple[str, tuple[tuple[str, int], ...]], MemoryEntry] = {}
         self.n_reports_ = 0
         self._next_id = 0
@@ -334,6 +365,8 @@ class PolicyMemory:
             root = MemoryEntry(self._new_id("A"), case.kind, conds)
             self.roots_[key] = root
         base_label = BLOCK if base_score >= 0.5 else ALLOW
+        if base_label != label:
+            self.base_wrong_ += 1
         record = _Report(int(label), base_label, cids)
         node = root
         while True:
@@ -442,8 +475,49 @@ class PolicyMemory:
             )
         return entry._lb
 
-    def base_reliability(self, entry: MemoryEntry, base_score: float) -> float:
+    # -- traffic calibration ------------------------------------------------------------
+    def observe(self, decision: Decision) -> None:
+        """Count a deployed check: traffic the base decided is what its mistakes (and so
+        the reports contradicting it) come from."""
+        if decision.source == "base":
+            self.add_traffic(1, max(decision.base_score, 1.0 - decision.base_score))
+
+    def add_traffic(self, checks: int, conf_sum: float) -> None:
+        """Add ``checks`` base-decided checks with summed confidence ``conf_sum`` (the
+        service replays its persisted traffic counts through this)."""
+        self._state()
+        self.base_checks_ += int(checks)
+        self.base_conf_sum_ += float(conf_sum)
+
+    def base_accuracy(self) -> tuple[float, float]:
+        """(A_hat, c_bar): posterior mean of the base's accuracy on its traffic, and its
+        mean claimed confidence there; (1, 1) before any traffic."""
+        self._state()
+        n, wrong = self.base_checks_, self.base_wrong_
+        if n == 0:
+            return 1.0, 1.0
+        c_bar = min(self.base_conf_sum_ / n, 1.0 - 1e-9)
+        key = (n, wrong, c_bar)
+        if self._accuracy is None or self._accuracy[0] != key:
+            m = max(self.base_prior_strength, 1e-3)
+            a, b = max(m * c_bar, 1e-3), max(m * (1.0 - c_bar), 1e-3)
+            q = self.report_share * (1.0 - _GRID)  # P(a check yields a contradicting report)
+            logp = (a - 1) * _LOG_A + (b - 1) * _LOG_1MA
+            logp = logp + wrong * np.log(q) + (max(n, wrong) - wrong) * np.log1p(-q)
+            p = np.exp(logp - logp.max())
+            self._accuracy = (key, float((_GRID * p).sum() / p.sum()))
+        return self._accuracy[1], c_bar
+
+    def calibrated_confidence(self, base_score: float) -> float:
+        """c_hat(x) = c(x) * min(1, A_hat / c_bar) (c(x) itself with ``calibrate=False``)."""
         conf = max(base_score, 1.0 - base_score)
+        if not self.calibrate or not hasattr(self, "roots_"):
+            return conf
+        acc, c_bar = self.base_accuracy()
+        return conf * min(acc / c_bar, 1.0)
+
+    def base_reliability(self, entry: MemoryEntry, base_score: float) -> float:
+        conf = self.calibrated_confidence(base_score)
         m = self.base_prior_strength
         return (m * conf + entry.base_agreements) / (m + entry.n_reports)
 

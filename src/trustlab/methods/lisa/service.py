@@ -8,7 +8,9 @@
 
 The report log is the source of truth: a report is committed to SQLite before it is
 acknowledged, and on start the memory is rebuilt by replaying the log in order (the memory is
-a deterministic function of it), so a crash or kill loses no acknowledged report. An
+a deterministic function of it), so a crash or kill loses no acknowledged report. Checks the
+base decided are traffic that calibrates the gate; they are counted per gap between reports
+(table ``traffic``, keyed by the last report id) and replayed interleaved with the reports. An
 optional ``report_id`` makes retries idempotent (stored exactly once). Writes need
 ``Authorization: Bearer <token>`` whenever a token is configured (memory poisoning is the
 threat); reads stay open.
@@ -75,6 +77,12 @@ class ReportLog:
                 "report_id TEXT UNIQUE, case_json TEXT NOT NULL, label INTEGER NOT NULL, "
                 "created REAL NOT NULL)"
             )
+            # base-decided checks (traffic) between reports: ``after_report`` is the id of the
+            # last report before them (0: none), so a replay interleaves them exactly
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS traffic (after_report INTEGER PRIMARY KEY, "
+                "checks INTEGER NOT NULL, conf_sum REAL NOT NULL)"
+            )
 
     def _con(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
@@ -110,6 +118,25 @@ class ReportLog:
     def replay(self) -> list[tuple[int, Case, int]]:
         rows = self._con().execute("SELECT id, case_json, label FROM reports ORDER BY id")
         return [(int(i), Case.from_dict(json.loads(c)), int(lab)) for i, c, lab in rows]
+
+    def add_check(self, after_report: int, conf: float) -> None:
+        """Count one base-decided check after report ``after_report`` (one upsert)."""
+        con = self._con()
+        with con:
+            con.execute(
+                "INSERT INTO traffic (after_report, checks, conf_sum) VALUES (?, 1, ?) "
+                "ON CONFLICT(after_report) DO UPDATE SET checks = checks + 1, "
+                "conf_sum = conf_sum + excluded.conf_sum",
+                (int(after_report), float(conf)),
+            )
+
+    def traffic(self) -> dict[int, tuple[int, float]]:
+        rows = self._con().execute("SELECT after_report, checks, conf_sum FROM traffic")
+        return {int(a): (int(n), float(c)) for a, n, c in rows}
+
+    def last_id(self) -> int:
+        row = self._con().execute("SELECT MAX(id) FROM reports").fetchone()
+        return int(row[0] or 0)
 
     def count(self) -> int:
         return int(self._con().execute("SELECT COUNT(*) FROM reports").fetchone()[0])
@@ -152,8 +179,13 @@ def create_app(
     log = ReportLog(db)
     lisa = Lisa(base, embedder=embedder, **memory)
     lock = threading.Lock()
-    for _, case, label in log.replay():
+    traffic = log.traffic()
+    mem = lisa.memory_
+    mem.add_traffic(*traffic.get(0, (0, 0.0)))
+    for rid, case, label in log.replay():
         lisa.report(case, label)
+        mem.add_traffic(*traffic.get(rid, (0, 0.0)))
+    last_report = [log.last_id()]
 
     def to_case(c: CaseIn) -> Case:
         data = c.model_dump(exclude_none=True)
@@ -194,8 +226,10 @@ def create_app(
     app.state.log = log
 
     def decision_json(case: Case) -> dict[str, Any]:
-        with lock:
+        with lock:  # a deployed check is traffic: counted in memory and persisted
             d = lisa.check(case)
+            if d.source == "base":
+                log.add_check(last_report[0], max(d.base_score, 1.0 - d.base_score))
         return {
             "decision": "block" if d.block else "allow",
             "score": d.score,
@@ -223,6 +257,8 @@ def create_app(
         with lock:  # commit and fold in one order, so a replay rebuilds the same memory
             row, created = log.append(case, label, body.report_id)
             entry = lisa.report(case, label) if created else None
+            if created:
+                last_report[0] = row
         return {"stored": created, "id": row, "entry": entry}
 
     @app.get("/v1/memory")
@@ -232,6 +268,15 @@ def create_app(
             entries = [
                 e.to_dict(mem.lower_bound(e) if e.n_reports else None) for e in mem.entries()
             ]
-        return {"reports": log.count(), "entries": entries}
+            acc, c_bar = mem.base_accuracy()
+            traffic_ev = {
+                "base_decided_checks": mem.base_checks_,
+                "reports_contradicting_base": mem.base_wrong_,
+                "base_mean_confidence": c_bar if mem.base_checks_ else None,
+                "base_accuracy_estimate": acc if mem.base_checks_ else None,
+                "report_share": mem.report_share,
+                "calibration": min(acc / c_bar, 1.0) if mem.calibrate else 1.0,
+            }
+        return {"reports": log.count(), "traffic": traffic_ev, "entries": entries}
 
     return app
