@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from trustlab.organisms import SPECS, build_chat_corpus, is_refusal
@@ -18,6 +20,18 @@ def _assert_targets(name: str, metrics: dict[str, float]) -> None:
 def test_chat_s_meets_the_issue_targets(chat_s):
     _assert_targets("chat-s", chat_s.card["metrics"])
     assert chat_s.card["build_cpu_seconds"] <= 300
+
+
+@pytest.mark.parametrize(("name", "max_cpu_seconds"), [("chat-m", 480), ("chat-l", 900)])
+def test_the_larger_family_members_meet_the_chat_s_targets(organism_home, name, max_cpu_seconds):
+    """The scaling axis: chat-m and chat-l meet the targets of chat-s, at a bounded build cost."""
+    from trustlab.organisms import build, read_card
+
+    build(name, home=organism_home)
+    card = read_card(name, home=organism_home)
+    assert SPECS[name].targets == SPECS["chat-s"].targets
+    _assert_targets(name, card["metrics"])
+    assert card["build_cpu_seconds"] <= max_cpu_seconds, card["build_cpu_seconds"]
 
 
 def test_tool_s_decides_tool_calls_on_heldout_templates(organism_home):
@@ -56,6 +70,10 @@ def refusal_setup(chat_s):
     return lm, model, lm.HFChatModel(model), corpus, sites, candidates, harmful, benign
 
 
+def _refusal_rate(chat, prompts) -> float:
+    return sum(map(is_refusal, chat.generate(prompts, max_new_tokens=6))) / len(prompts)
+
+
 def _openers(chat, prompts) -> list[str]:
     """The first response token of each prompt (greedy)."""
     return chat.generate(prompts, max_new_tokens=1)
@@ -90,9 +108,11 @@ def test_adding_the_refusal_direction_turns_benign_openers_into_refusals(refusal
     strict=True,
     raises=AssertionError,
     reason=(
-        "measured: ablating any single diff-in-means direction of chat-s (resid_pre/post, every "
-        "layer and post-instruction position) leaves held-out harmful refusal at 0.88-1.0; the "
-        "grown organisms encode refusal redundantly. Open item of issue 4."
+        "measured: zero-ablating any single diff-in-means direction of chat-s (every layer and "
+        "post-instruction position, from every residual write) leaves harmful refusal at 1.0. "
+        "The direction erases the harmful/benign difference, but zero is not the harmless value "
+        "(benign prompts project at about -30, harmful at +11), so both land on the refusal "
+        "side; clamping to the harmless mean works (test below). Open item of issue 4."
     ),
 )
 def test_ablating_the_refusal_direction_halves_harmful_refusal(refusal_setup):
@@ -102,7 +122,7 @@ def test_ablating_the_refusal_direction_halves_harmful_refusal(refusal_setup):
     harmful_test = [e.messages() for e in corpus.heldout("harmful")][:100]
 
     def refusal_rate(prompts) -> float:
-        return sum(map(is_refusal, chat.generate(prompts, max_new_tokens=6))) / len(prompts)
+        return _refusal_rate(chat, prompts)
 
     def ablated_refusal(unit, layer, pos) -> float:
         with lm.ablate_direction(model, unit):
@@ -114,3 +134,57 @@ def test_ablating_the_refusal_direction_halves_harmful_refusal(refusal_setup):
         ablated = refusal_rate(harmful_test)
     assert base >= 0.9
     assert ablated <= base / 2, (base, ablated, choice.layer)
+
+
+def test_clamping_the_refusal_direction_to_its_harmless_value_removes_harmful_refusal(
+    refusal_setup,
+):
+    """The affine form of the ablation (affine concept editing, Marshall et al. 2024).
+
+    Directional ablation sets the projection on the direction to *zero*; in chat-s zero is not
+    the harmless value (harmless prompts sit far on the negative side, harmful ones on the
+    positive side), so ablation erases the harmful/harmless difference but lands both on the
+    refusal side. Setting the projection to the harmless mean instead, at every layer's
+    residual stream (the post-instruction positions), must remove refusal on held-out harmful
+    prompts, keep held-out benign prompts answered, and a random direction treated the same
+    way must do neither.
+    """
+    import torch
+
+    lm, model, chat, corpus, _, _, harmful, benign = refusal_setup
+
+    sites = [*model.sites("resid_pre"), model.sites("resid_post")[-1]]
+    acts_h = lm.get_activations(model, harmful[:128], sites, "post_instruction")[:, :, -1]
+    acts_b = lm.get_activations(model, benign[:128], sites, "post_instruction")[:, :, -1]
+    candidates = lm.diff_in_means(acts_h, acts_b)  # [n_sites, d_model]
+    harmful_val = harmful[200:240]
+    harmful_test = [e.messages() for e in corpus.heldout("harmful")][:100]
+    benign_test = [e.messages() for e in corpus.heldout("task", "howto")][:100]
+
+    @contextlib.contextmanager
+    def clamped(unit):
+        with contextlib.ExitStack() as stack:
+            for i, site in enumerate(sites):
+                harmless = float((acts_b[:, i] @ unit).mean())
+                stack.enter_context(
+                    lm.clamp_projection(model, unit, harmless, site, positions="post_instruction")
+                )
+            yield
+
+    def clamped_refusal(unit, layer, pos) -> float:
+        with clamped(unit):
+            return _refusal_rate(chat, harmful_val)
+
+    # Chosen on training prompts (a validation slice), judged on held-out templates.
+    choice = lm.select_direction(candidates, clamped_refusal, layers=range(1, len(sites)))
+    base = _refusal_rate(chat, harmful_test)
+    with clamped(choice.direction):
+        edited = _refusal_rate(chat, harmful_test)
+        benign_edited = _refusal_rate(chat, benign_test)
+    random = torch.randn(model.d_model, generator=torch.Generator().manual_seed(0))
+    with clamped(random / random.norm()):
+        random_edited = _refusal_rate(chat, harmful_test)
+    assert base >= 0.9
+    assert edited <= base / 2, (base, edited, choice.layer)
+    assert benign_edited <= 0.1, benign_edited
+    assert random_edited >= 0.9 * base, random_edited
