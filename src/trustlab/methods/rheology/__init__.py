@@ -7,9 +7,15 @@ from trustlab.methods.rheology.audit import (
     PromptSets,
     audit_model,
     organism_prompt_sets,
+    public_prompt_sets,
 )
 from trustlab.methods.rheology.directions import RefusalDirection, layer_candidates, layer_cosines
-from trustlab.methods.rheology.injection import HarmGate, greedy_rows
+from trustlab.methods.rheology.injection import (
+    HarmGate,
+    exact_match_settled,
+    greedy_rows,
+    refusal_settled,
+)
 from trustlab.methods.rheology.sensitivity import (
     SensitivityCurve,
     fisher_metric_speed,
@@ -29,6 +35,7 @@ __all__ = [
     "RefusalDirection",
     "SensitivityCurve",
     "audit_model",
+    "exact_match_settled",
     "fisher_metric_speed",
     "fisher_speed",
     "greedy_rows",
@@ -36,7 +43,9 @@ __all__ = [
     "layer_cosines",
     "organism_prompt_sets",
     "placebo_directions",
+    "public_prompt_sets",
     "ratio_ci",
+    "refusal_settled",
     "row_additions",
     "sensitivity_curve",
     "typical_norm",

@@ -22,9 +22,23 @@ from trustlab.core import ExperimentConfig, Report, RunContext, register
 from trustlab.core.errors import ConfigError, DataError
 
 FAMILY = ["organism:chat-xs", "organism:chat-s", "organism:chat-m", "organism:chat-l"]
-# The default audits the two organisms that build in minutes on 2 cores, so `make run` stays
-# practical; the whole scaling axis is `--set models='[...chat-m, chat-l]'` (built once, cached).
-DEFAULT_MODELS = FAMILY[:2]
+# The default audits the whole scaling axis; `--quick` audits chat-xs alone.
+DEFAULT_MODELS = FAMILY
+ORGANISM_PROMPTS = "organism"
+
+
+def _check_prompt_source(v: str, kind: str) -> str:
+    from trustlab.datasets.behaviours import BEHAVIOUR_LISTS
+
+    v = v.strip()
+    if v == ORGANISM_PROMPTS or v in BEHAVIOUR_LISTS:
+        return v
+    if any(c in v for c in "/\\.") or v.startswith("~"):
+        return v
+    raise ValueError(
+        f"{kind} must be 'organism', a behaviour list ({', '.join(BEHAVIOUR_LISTS)}) or a path "
+        f"to a .txt/.csv/.jsonl prompt file; got {v!r}"
+    )
 
 
 class RheologyConfig(ExperimentConfig):
@@ -42,6 +56,29 @@ class RheologyConfig(ExperimentConfig):
     corpus_seed: int = Field(0, ge=0, description="Seed of the organisms chat corpus (prompts).")
     n_fit: int = Field(64, ge=4, description="Prompts per set for directions and calibration.")
     n_eval: int = Field(48, ge=4, description="Held-out prompts per set for evaluation.")
+    n_val: int = Field(
+        48,
+        ge=4,
+        description="Validation jailbreaks and tasks (disjoint from evaluation) on which the "
+        "injection operating point is chosen.",
+    )
+    harmful_prompts: str = Field(
+        ORGANISM_PROMPTS,
+        description="Harmful requests: 'organism' (the organisms' held-out templates), a "
+        "behaviour list (harmbench = its 200 standard behaviours, harmbench_val, "
+        "harmbench_test, advbench, strongreject, xstest_unsafe) or a .txt/.csv/.jsonl file.",
+    )
+    harmless_prompts: str = Field(
+        ORGANISM_PROMPTS,
+        description="Harmless requests: 'organism', 'xstest' (its 250 safe prompts) or a "
+        ".txt/.csv/.jsonl file. Public lists are for hf: models and smol-chat (the grown "
+        "organisms' word vocabulary turns most public prompts into [UNK]).",
+    )
+    benign_tasks: str = Field(
+        ORGANISM_PROMPTS,
+        description="Benign exact-match tasks: 'organism' or a .csv/.jsonl file with 'prompt' "
+        "and 'answer' columns (a reply counts when it equals the answer after stripping).",
+    )
     n_sensitivity_prompts: int = Field(
         32, ge=2, description="Held-out prompts per set (jailbreak/harmful/benign) for curves."
     )
@@ -56,11 +93,22 @@ class RheologyConfig(ExperimentConfig):
         min_length=1,
         description="Injection strengths, as multiples of the raw difference-in-means vector.",
     )
-    gate_benign_rate: float = Field(
-        0.05, gt=0.0, lt=1.0, description="Conditional injection: benign calibration pass rate q."
+    gate_benign_rates: list[float] = Field(
+        [0.02, 0.05, 0.10],
+        min_length=1,
+        description="Conditional injection: candidate benign calibration pass rates q of the "
+        "harm gate (threshold = the 1-q quantile on benign calibration prompts); the operating "
+        "point's q is chosen on the validation prompts.",
     )
     em_drop_tolerance: float = Field(
         0.10, ge=0.0, le=1.0, description="Largest benign exact-match drop of an operating point."
+    )
+    placebo_tolerance: float = Field(
+        0.10,
+        ge=0.0,
+        le=1.0,
+        description="Largest |pooled placebo refusal change| of an operating point (checked on "
+        "the validation prompts when choosing it; 1 disables the check).",
     )
     jailbreak_tokens: int = Field(6, ge=1, description="Greedy reply tokens judged for refusal.")
     task_tokens: int = Field(16, ge=1, description="Greedy reply tokens for exact match.")
@@ -71,9 +119,11 @@ class RheologyConfig(ExperimentConfig):
         "models": ["organism:chat-xs"],
         "n_fit": 32,
         "n_eval": 32,
+        "n_val": 32,
         "n_sensitivity_prompts": 16,
         "eps": [-0.4, -0.1, 0.1, 0.4],
         "alphas": [0.5, 1.0, 2.0],
+        "gate_benign_rates": [0.05],
         "n_bootstrap": 300,
     }
 
@@ -83,6 +133,23 @@ class RheologyConfig(ExperimentConfig):
         if any(x == 0 for x in v):
             raise ValueError("eps must not contain 0 (the unperturbed point is always included)")
         return sorted(v)
+
+    @field_validator("harmful_prompts")
+    @classmethod
+    def _harmful_source(cls, v: str) -> str:
+        return _check_prompt_source(v, "harmful_prompts")
+
+    @field_validator("harmless_prompts")
+    @classmethod
+    def _harmless_source(cls, v: str) -> str:
+        return _check_prompt_source(v, "harmless_prompts")
+
+    @field_validator("gate_benign_rates")
+    @classmethod
+    def _rates(cls, v: list[float]) -> list[float]:
+        if any(not 0.0 < x < 1.0 for x in v):
+            raise ValueError(f"every gate benign rate must be in (0, 1); got {v}")
+        return sorted(set(v))
 
     @field_validator("alphas")
     @classmethod
@@ -122,6 +189,83 @@ def _load(spec: str, config: RheologyConfig, ctx: RunContext) -> tuple[Any, str]
     return lm.load(spec), _short(spec)
 
 
+def _organism_texts(corpus: Any, kind: str) -> list[str]:
+    """Held-out organism requests of one kind (for mixing organism and public prompt sets)."""
+    return [e.prompt for e in corpus.examples if e.kind == kind and e.split == "heldout"] + [
+        e.prompt for e in corpus.examples if e.kind == kind and e.split == "train"
+    ]
+
+
+def _read_tasks(path: str) -> list[tuple[str, str]]:
+    """(prompt, answer) pairs from a .csv or .jsonl file with 'prompt' and 'answer' columns."""
+    import csv
+    import json
+    from pathlib import Path
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise DataError(f"Cannot read benign tasks: '{p}' does not exist.")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"Cannot read benign tasks file '{p}': {exc}.") from exc
+    if p.suffix.lower() == ".csv":
+        rows = list(csv.DictReader(text.splitlines()))
+    elif p.suffix.lower() == ".jsonl":
+        rows = []
+        for i, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"'{p}' line {i} is not JSON: {exc.msg}.") from exc
+    else:
+        raise DataError(f"Benign tasks file '{p}' must end in .csv or .jsonl.")
+    out = []
+    for i, r in enumerate(rows, start=1):
+        if not isinstance(r, dict) or not str(r.get("prompt") or "").strip() or "answer" not in r:
+            raise DataError(f"Benign tasks file '{p}' row {i} needs a 'prompt' and an 'answer'.")
+        out.append((str(r["prompt"]).strip(), str(r["answer"]).strip()))
+    return out
+
+
+def _public_sets(config: RheologyConfig, corpus: Any, seed: int) -> Any:
+    """Prompt sets with public behaviour lists or user files for any of the three sources."""
+    from trustlab.datasets.behaviours import load_behaviour_list
+    from trustlab.methods.rheology.audit import public_prompt_sets
+
+    def texts(spec: str, harmful: bool) -> list[str]:
+        if spec == ORGANISM_PROMPTS:
+            kinds = ("harmful",) if harmful else ("howto", "task")
+            return [t for k in kinds for t in _organism_texts(corpus, k)]
+        name = "harmbench_standard" if spec == "harmbench" else spec
+        name = {"xstest": "xstest_safe"}.get(name, name) if not harmful else name
+        items = load_behaviour_list(name, harmful=harmful)
+        keep = [
+            b.text
+            for b in items
+            if b.harmful == harmful and b.context is None and b.functional != "copyright"
+        ]
+        if not keep:
+            raise DataError(
+                f"'{spec}' holds no {'harmful' if harmful else 'harmless'} prompts usable here "
+                "(contextual and copyright HarmBench behaviours are skipped)."
+            )
+        return keep
+
+    tasks = None if config.benign_tasks == ORGANISM_PROMPTS else _read_tasks(config.benign_tasks)
+    return public_prompt_sets(
+        texts(config.harmful_prompts, True),
+        texts(config.harmless_prompts, False),
+        config.n_fit,
+        config.n_eval,
+        n_val=config.n_val,
+        seed=seed,
+        tasks=tasks,
+        corpus=corpus,
+    )
+
+
 def _figures(report: Report, audits: dict[str, Any]) -> None:
     import matplotlib
 
@@ -141,26 +285,40 @@ def _figures(report: Report, audits: dict[str, Any]) -> None:
     report.figure("sensitivity_curves", fig, caption="Sensitivity ratio per eps, every model.")
     plt.close(fig)
 
+    # models in order of size, so the scaling lines join neighbours on the axis
+    ordered = sorted(audits.items(), key=lambda kv: kv[1].n_params)
+    xs = np.array([a.n_params for _, a in ordered], dtype=float)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    xs = [a.n_params for a in audits.values()]
-    for name in ("jailbreak", "harmful", "benign"):
+    for j, name in enumerate(("jailbreak", "harmful", "benign")):
+        xj = xs * (1.0 + 0.04 * (j - 1))  # small offsets so the three CIs do not overlap
         for key, ax in (("speed_ratio", axes[0]), ("auc_ratio", axes[1])):
-            y = np.array([a.scalars[name][key] for a in audits.values()])
-            lo = np.array([a.scalars[name][f"{key}_low"] for a in audits.values()])
-            hi = np.array([a.scalars[name][f"{key}_high"] for a in audits.values()])
-            ax.errorbar(xs, y, yerr=[y - lo, hi - y], marker="o", capsize=3, label=name)
+            y = np.array([a.scalars[name][key] for _, a in ordered])
+            lo = np.array([a.scalars[name][f"{key}_low"] for _, a in ordered])
+            hi = np.array([a.scalars[name][f"{key}_high"] for _, a in ordered])
+            err = np.nan_to_num(np.stack([y - lo, hi - y]), nan=0.0).clip(min=0.0)
+            ax.errorbar(xj, y, yerr=err, marker="o", capsize=3, label=name)
     for ax, t in zip(axes, ("small-eps speed ratio", "AUC ratio"), strict=True):
         ax.set_xscale("log")
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set_xlabel("parameters")
         ax.set_title(t)
         ax.legend(fontsize=7)
-    report.figure("scaling", fig, caption="Per-model sensitivity scalars (95% CI) vs size.")
+        for x, (label, _) in zip(xs, ordered, strict=True):
+            ax.annotate(label, (x, 1.0), textcoords="offset points", xytext=(0, -12),
+                        ha="center", fontsize=6, color="grey")  # fmt: skip
+    report.figure(
+        "scaling",
+        fig,
+        caption=f"Per-model sensitivity scalars (95% CI) vs size, {len(ordered)} model(s).",
+    )
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(5, 3.6))
-    ax.plot(xs, [a.cos_task[a.layer] for a in audits.values()], marker="o", label="task")
-    ax.plot(xs, [a.cos_harm[a.layer] for a in audits.values()], marker="s", label="harm recog.")
+    ax.plot(xs, [a.cos_task[a.layer] for _, a in ordered], marker="o", label="task")
+    ax.plot(xs, [a.cos_harm[a.layer] for _, a in ordered], marker="s", label="harm recog.")
+    for x, (label, a) in zip(xs, ordered, strict=True):
+        ax.annotate(f"{label} (L{a.layer})", (x, a.cos_task[a.layer]), fontsize=6,
+                    textcoords="offset points", xytext=(3, 3))  # fmt: skip
     ax.set_xscale("log")
     ax.set_xlabel("parameters")
     ax.set_ylabel("cosine with refusal direction")
@@ -184,7 +342,8 @@ def run(config: RheologyConfig, ctx: RunContext) -> Report:
         n_placebo=config.n_placebo,
         n_sensitivity_prompts=config.n_sensitivity_prompts,
         alphas=tuple(config.alphas),
-        gate_benign_rate=config.gate_benign_rate,
+        gate_benign_rates=tuple(config.gate_benign_rates),
+        placebo_tolerance=config.placebo_tolerance,
         jailbreak_tokens=config.jailbreak_tokens,
         task_tokens=config.task_tokens,
         n_bootstrap=config.n_bootstrap,
@@ -193,7 +352,14 @@ def run(config: RheologyConfig, ctx: RunContext) -> Report:
     )
     with ctx.stage("prompts"):
         corpus = build_chat_corpus(config.corpus_seed, n_train=1200, n_heldout=200)
-        prompts = organism_prompt_sets(corpus, config.n_fit, config.n_eval, seed=ctx.seed)
+        if (config.harmful_prompts, config.harmless_prompts, config.benign_tasks) == (
+            ORGANISM_PROMPTS,
+        ) * 3:
+            prompts = organism_prompt_sets(
+                corpus, config.n_fit, config.n_eval, seed=ctx.seed, n_val=config.n_val
+            )
+        else:
+            prompts = _public_sets(config, corpus, ctx.seed)
     audits: dict[str, Any] = {}
     with _torch_settings(config.torch_threads):
         for spec in ctx.progress(config.models, description="models"):
@@ -215,12 +381,14 @@ def run(config: RheologyConfig, ctx: RunContext) -> Report:
 
 def _report(report: Report, config: RheologyConfig, audits: dict[str, Any]) -> None:
     first = next(iter(audits))
-    rows, inj, cos_rows = [], [], []
+    rows, inj, inj_val, cos_rows = [], [], [], []
     for label, a in audits.items():
         for name, s in a.scalars.items():
             rows.append({"model": label, "params": a.n_params, "prompts": name, **s})
         for r in a.injection:
             inj.append({"model": label, **r})
+        for r in a.injection_val:
+            inj_val.append({"model": label, **r})
         for layer, (ct, ch) in enumerate(zip(a.cos_task, a.cos_harm, strict=True)):
             cos_rows.append(
                 {
@@ -247,24 +415,43 @@ def _report(report: Report, config: RheologyConfig, audits: dict[str, Any]) -> N
             headline=head,
             description="Area under the FR response curve, r / placebo (jailbreak).",
         )
+        where = b["selected_on"]
         report.metric(
             f"{label}_injection_refusal_gain",
             b["refusal_gain"],
             headline=head,
-            description=f"Jailbreak refusal gain at the operating point "
-            f"({b['variant']}, alpha={b['alpha']}).",
+            description=f"Jailbreak refusal gain on the evaluation prompts at the operating point "
+            f"({b['variant']}, alpha={b['alpha']}"
+            + (f", gate q={b['gate_rate']}" if b.get("gate_rate") is not None else "")
+            + f"; chosen on the {where} prompts).",
+        )
+        report.metric(
+            f"{label}_jailbreak_refusal_before",
+            a.injection[0]["jailbreak_refusal"],
+            description="Jailbreak refusal rate without injection (evaluation prompts).",
+        )
+        report.metric(
+            f"{label}_jailbreak_refusal_after",
+            b["jailbreak_refusal"],
+            description="Jailbreak refusal rate at the operating point (evaluation prompts).",
         )
         report.metric(
             f"{label}_placebo_refusal_gain",
             b.get("placebo_refusal_gain", 0.0),
             headline=head,
-            description="Pooled placebo refusal gain at that point.",
+            description=f"Placebo refusal gain at that point, pooled over the {config.n_placebo} "
+            "matched-norm placebos (= the mean of the per-placebo gains).",
+        )
+        report.metric(
+            f"{label}_placebo_max_abs_refusal_change",
+            b.get("placebo_max_abs_refusal_change", 0.0),
+            description="Largest |refusal change| of a single placebo at that point.",
         )
         report.metric(
             f"{label}_exact_match_drop",
             b["exact_match_drop"],
             headline=head,
-            description="Benign exact-match drop at the operating point.",
+            description="Benign exact-match drop at the operating point (evaluation tasks).",
         )
         report.metric(f"{label}_layer", a.layer, description="Chosen refusal layer (resid_pre).")
         report.metric(
@@ -275,15 +462,24 @@ def _report(report: Report, config: RheologyConfig, audits: dict[str, Any]) -> N
         report.metric(
             f"{label}_gate_recall",
             a.gate["calibration_recall"],
-            description="Harm gate: calibration jailbreaks let through at q.",
+            description="Harm gate: calibration jailbreaks let through at the chosen q.",
         )
+        o = a.best_on_eval
         report.note(
             f"**{label}** ({a.n_params:,} parameters): refusal layer {a.layer} ({a.site}), "
-            f"‖r_raw‖ = {a.raw_norm:.2f}, typical residual norm {a.scale:.2f}. Operating point: "
-            f"{b['variant']} injection at alpha = {b['alpha']} raises jailbreak refusal by "
-            f"{100 * b['refusal_gain']:.0f} points (placebos: "
-            f"{100 * b.get('placebo_refusal_gain', 0.0):.0f}) with a benign exact-match drop of "
-            f"{100 * b['exact_match_drop']:.0f} points. Harm gate at {a.gate['site']}: "
+            f"‖r_raw‖ = {a.raw_norm:.2f}, typical residual norm {a.scale:.2f}. Operating point "
+            f"(chosen on the {where} prompts): {b['variant']} injection at alpha = {b['alpha']} "
+            f"raises jailbreak refusal from {100 * a.injection[0]['jailbreak_refusal']:.0f}% to "
+            f"{100 * b['jailbreak_refusal']:.0f}% ({100 * b['refusal_gain']:+.0f} points; "
+            f"placebos pooled {100 * b.get('placebo_refusal_gain', 0.0):+.1f}, largest single "
+            f"|change| {100 * b.get('placebo_max_abs_refusal_change', 0.0):.0f}) with a benign "
+            "exact-match drop "
+            f"of {100 * b['exact_match_drop']:.1f} points on the evaluation prompts. Chosen on "
+            f"the evaluation prompts instead (optimistic), the point would be {o['variant']} at "
+            f"alpha = {o['alpha']} (gain {100 * o['refusal_gain']:+.0f}, placebo "
+            f"{100 * o.get('placebo_refusal_gain', 0.0):+.1f}, drop "
+            f"{100 * o['exact_match_drop']:.1f}). Harm gate (q = {a.gate['benign_rate']}, "
+            f"chosen with the operating point) at {a.gate['site']}: "
             f"{100 * a.gate['jailbreak_gated']:.0f}% of held-out jailbreaks and "
             f"{100 * a.gate['task_gated']:.0f}% of benign tasks pass."
         )
@@ -294,6 +490,13 @@ def _report(report: Report, config: RheologyConfig, audits: dict[str, Any]) -> N
         caption="Alpha sweep, both variants; placebo pooled over "
         f"{config.n_placebo} matched-norm directions; Clopper–Pearson 95% intervals.",
     )
+    if inj_val:
+        report.table(
+            "injection_validation",
+            inj_val,
+            caption="Alpha sweep on the validation prompts (disjoint from the evaluation ones), "
+            "refusal vector only: the operating point is chosen here.",
+        )
     report.table("cosines", cos_rows, caption="cos(r, task) and cos(r, harm) per layer.")
     curve_rows = []
     for label, a in audits.items():

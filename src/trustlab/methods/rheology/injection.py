@@ -14,7 +14,8 @@ are Gaussian directions orthogonal to ``r`` rescaled to ``||alpha * r||``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -23,7 +24,7 @@ from trustlab.core.errors import InputError, NotFittedError
 from trustlab.lm import LanguageModel, Prompt, get_activations
 from trustlab.methods.rheology.sensitivity import row_additions
 
-__all__ = ["HarmGate", "greedy_rows"]
+__all__ = ["HarmGate", "exact_match_settled", "greedy_rows", "refusal_settled"]
 
 
 def greedy_rows(
@@ -35,12 +36,21 @@ def greedy_rows(
     *,
     max_new_tokens: int = 8,
     max_rows: int = 2048,
+    settled: Callable[[int, str], bool] | None = None,
+    cache: bool = True,
 ) -> list[list[str]]:
     """Greedy replies [K][N]: reply ``n`` under delta ``k`` added at ``site`` (when
     ``gates[k, n]``), at every real token of the prompt and of the reply so far.
 
-    No KV cache: each step reruns the padded batch, so the hooks see exactly the same
-    positions as in a plain forward (replies are short here).
+    With ``cache`` (default) the prompts are prefilled once and each reply token is one
+    incremental step over the KV cache; the delta is added to every new token too, so this is
+    the same computation as rerunning the whole sequence (``cache=False``, which reruns the
+    padded batch of the rows still decoding at every step) up to float rounding.
+
+    ``settled(n, text)``: given prompt ``n`` and its reply so far, whether the verdict the
+    caller will draw from the reply can no longer change (e.g. a refusal phrase has appeared,
+    or the reply already departs from the exact answer); such a row stops decoding there and
+    its returned text is that prefix.
     """
     k, n = int(deltas.shape[0]), len(prompts)
     if gates is None:
@@ -48,8 +58,12 @@ def greedy_rows(
     if tuple(gates.shape) != (k, n):
         raise InputError(f"gates must be [{k}, {n}]. Got {tuple(gates.shape)}.")
     rows = lm.tokenize(prompts)
-    eos = set(lm.eos_token_ids)
     per_chunk = max(1, max_rows // max(1, n))
+    if cache:  # bound the KV cache of one chunk to ~2^28 floats
+        width = max(len(r) for r in rows) + max_new_tokens
+        kv_per_row = 2 * lm.n_layers * width * lm.d_model
+        per_chunk = max(1, min(per_chunk, (1 << 28) // max(1, kv_per_row * n)))
+    decode = _decode_cached if cache else _decode_rerun
     out: list[list[str]] = []
     with torch.no_grad():
         for start in range(0, k, per_chunk):
@@ -58,25 +72,110 @@ def greedy_rows(
                 -1, deltas.shape[1]
             )
             seqs = [list(r) for _ in ks for r in rows]
-            new: list[list[int]] = [[] for _ in seqs]
-            done = [False] * len(seqs)
-            for _ in range(max_new_tokens):
-                batch = lm.pad(seqs, "left")
-                with row_additions(lm, site, d):
-                    nxt = lm.forward(batch, last_only=True)[:, -1, :].argmax(-1).tolist()
-                for i, tok in enumerate(nxt):
-                    if done[i]:
-                        continue
-                    seqs[i].append(int(tok))
-                    if int(tok) in eos:
-                        done[i] = True
-                    else:
-                        new[i].append(int(tok))
-                if all(done):
-                    break
-            texts = [lm.tokenizer.decode(t, skip_special_tokens=True).strip() for t in new]
+            new = decode(lm, site, seqs, d, n, max_new_tokens, settled)
+            texts = [_decode(lm, t) for t in new]
             out += [texts[j * n : (j + 1) * n] for j in range(len(ks))]
     return out
+
+
+def _step(
+    lm: LanguageModel,
+    idx: list[int],
+    toks: list[int],
+    new: list[list[int]],
+    n: int,
+    settled: Callable[[int, str], bool] | None,
+) -> list[int]:
+    """Record one greedy token per row of ``idx``; return the rows that keep decoding."""
+    eos = set(lm.eos_token_ids)
+    still = []
+    for i, tok in zip(idx, toks, strict=True):
+        if tok in eos:
+            continue
+        new[i].append(tok)
+        if settled is not None and settled(i % n, _decode(lm, new[i])):
+            continue
+        still.append(i)
+    return still
+
+
+def _decode_rerun(lm, site, seqs, d, n, max_new_tokens, settled) -> list[list[int]]:
+    new: list[list[int]] = [[] for _ in seqs]
+    active = list(range(len(seqs)))  # rows still decoding (finished rows leave the batch)
+    for _ in range(max_new_tokens):
+        batch = lm.pad([seqs[i] for i in active], "left")
+        with row_additions(lm, site, d[active]):
+            nxt = lm.forward(batch, last_only=True)[:, -1, :].argmax(-1).tolist()
+        for i, tok in zip(active, nxt, strict=True):
+            seqs[i].append(int(tok))
+        active = _step(lm, active, [int(t) for t in nxt], new, n, settled)
+        if not active:
+            break
+    return new
+
+
+def _decode_cached(lm, site, seqs, d, n, max_new_tokens, settled) -> list[list[int]]:
+    new: list[list[int]] = [[] for _ in seqs]
+    batch = lm.pad(seqs, "left")
+    mask, pos = batch.attention_mask, batch.position_ids
+    kwargs = {"logits_to_keep": 1} if lm._accepts_logits_to_keep else {}
+    # transformers >= 5 names the KV cache `cache` (earlier: `past_key_values`)
+    key = "cache" if "cache" in inspect.signature(lm.model.forward).parameters else None
+    key = key or "past_key_values"
+    alive = torch.ones(len(seqs), dtype=torch.bool)
+    with row_additions(lm, site, d):
+        out = lm.model(
+            input_ids=batch.input_ids,
+            attention_mask=mask,
+            position_ids=pos,
+            use_cache=True,
+            **kwargs,
+        )
+        for step in range(max_new_tokens):
+            nxt = out.logits[:, -1, :].argmax(-1)
+            idx = alive.nonzero().flatten().tolist()
+            still = _step(lm, idx, nxt[idx].tolist(), new, n, settled)
+            alive[:] = False
+            alive[still] = True
+            if not still or step == max_new_tokens - 1:
+                break
+            # finished rows keep feeding tokens (one column each); their replies are final
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+            pos = pos[:, -1:] + 1
+            out = lm.model(
+                input_ids=nxt.unsqueeze(1),
+                attention_mask=mask,
+                position_ids=pos,
+                **{key: getattr(out, key)},
+                use_cache=True,
+                **kwargs,
+            )
+    return new
+
+
+def _decode(lm: LanguageModel, ids: list[int]) -> str:
+    return lm.tokenizer.decode(ids, skip_special_tokens=True).strip()
+
+
+def _squash(text: str) -> str:
+    return "".join(text.split())
+
+
+def exact_match_settled(answers: Sequence[str]) -> Callable[[int, str], bool]:
+    """``settled`` for exact match: the reply so far, whitespace removed, is no longer a prefix
+    of the answer (whitespace removed), so it cannot end up equal to it. A reply holding an
+    undecodable partial character (U+FFFD) is never settled."""
+    squashed = [_squash(a) for a in answers]
+
+    def fn(n: int, text: str) -> bool:
+        return "\ufffd" not in text and not squashed[n].startswith(_squash(text))
+
+    return fn
+
+
+def refusal_settled(is_refusal: Callable[[str], bool]) -> Callable[[int, str], bool]:
+    """``settled`` for phrase-based refusal judging: a refusal phrase has already appeared."""
+    return lambda _n, text: is_refusal(text)
 
 
 @dataclass

@@ -117,15 +117,19 @@ def _logits_rows(
     """Log-probs [K, N, n_last, V] for each of K deltas applied to all N token rows."""
     k, n = deltas.shape[0], len(rows)
     out = torch.empty((k, n, n_last, lm.vocab_size), dtype=torch.float32)
-    per_chunk = max(1, max_rows // n)
     base = lm.pad(rows, "left")
+    # rows per chunk: at most max_rows, and at most ~2^27 logits in flight (a 50k vocabulary
+    # with long prompts would otherwise need gigabytes for one chunk)
+    width = base.input_ids.shape[1] if n_last > 1 else 1
+    budget = max(1, (1 << 27) // max(1, width * lm.vocab_size))
+    per_chunk = max(1, min(max_rows, budget) // n)
     with torch.no_grad():
         for start in range(0, k, per_chunk):
             ks = range(start, min(k, start + per_chunk))
             batch = _repeat_batch(base, len(ks))
             d = deltas[list(ks)].repeat_interleave(n, 0)
             with row_additions(lm, site, d):
-                logits = lm.forward(batch)[:, -n_last:, :]
+                logits = lm.forward(batch, last_only=n_last == 1)[:, -n_last:, :]
             logp = torch.log_softmax(logits.float(), -1).cpu()
             out[list(ks)] = logp.reshape(len(ks), n, n_last, -1)
     return out
