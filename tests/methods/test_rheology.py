@@ -241,13 +241,6 @@ def test_chat_xs_refusal_direction_is_more_sensitive_than_placebos(chat_xs_lm):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="open in issue 11: on the rebuilt chat-s (2026-11-30) the operating point chosen on "
-    "the validation split (conditional, q=0.10, alpha=1) raises jailbreak refusal by 35 points "
-    "(0.125 -> 0.479), short of the 40 required; placebos -7.9 points pooled, exact-match drop "
-    "6.2 points (both within the limits)",
-    strict=False,
-)
 def test_chat_s_injection_restores_refusal_on_jailbreaks_with_placebo_and_utility_controls(
     tmp_path_factory,
 ):

@@ -229,7 +229,7 @@ class AuditSettings:
     eps: tuple[float, ...] = (-0.8, -0.4, -0.2, -0.1, 0.1, 0.2, 0.4, 0.8)
     n_placebo: int = 10
     n_sensitivity_prompts: int = 32
-    alphas: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)
+    alphas: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
     gate_benign_rates: tuple[float, ...] = (0.02, 0.05, 0.10)
     jailbreak_tokens: int = 6
     task_tokens: int = 16

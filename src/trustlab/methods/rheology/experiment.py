@@ -89,7 +89,7 @@ class RheologyConfig(ExperimentConfig):
     )
     n_placebo: int = Field(10, ge=1, description="Matched-norm random (placebo) directions.")
     alphas: list[float] = Field(
-        [0.25, 0.5, 1.0, 2.0],
+        [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0],
         min_length=1,
         description="Injection strengths, as multiples of the raw difference-in-means vector.",
     )
