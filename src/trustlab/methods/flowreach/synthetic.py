@@ -26,6 +26,30 @@ from trustlab.datasets.vnnlib import OutputPolytope, VnnlibRegion, VnnlibSpec
 __all__ = ["TightSpecInfo", "deep_relu_instance", "tight_relu_instance"]
 
 
+def _random_relu_mlp(depth: int, width: int, n_inputs: int, n_outputs: int,
+                     rng: np.random.Generator, init: str, bias_scale: float) -> ReluMLP:
+    """A random ReLU MLP with ``depth`` hidden layers of ``width``.
+
+    ``init="spectral"``: every weight matrix rescaled to spectral norm 1 (1-Lipschitz);
+    ``init="he"``: variance ``2 / fan_in`` (hidden) and ``1 / fan_in`` (output layer).
+    """
+    if depth < 1 or width < 1:
+        raise InputError(f"depth and width must be >= 1. Got {depth}, {width}.")
+    if init not in ("he", "spectral"):
+        raise InputError(f"init must be 'he' or 'spectral'. Got {init!r}.")
+    dims = [n_inputs] + [width] * depth + [n_outputs]
+    weights, biases = [], []
+    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(dims)):
+        w = rng.standard_normal((fan_out, fan_in))
+        if init == "he":
+            w *= np.sqrt((1.0 if i == len(dims) - 2 else 2.0) / fan_in)
+        else:
+            w /= np.linalg.norm(w, ord=2)
+        weights.append(w)
+        biases.append(bias_scale * rng.standard_normal(fan_out))
+    return ReluMLP(tuple(weights), tuple(biases))
+
+
 def deep_relu_instance(
     depth: int,
     rng: np.random.Generator,
@@ -37,16 +61,7 @@ def deep_relu_instance(
     margin: float = 0.05,
 ) -> tuple[ReluMLP, VnnlibSpec]:
     """A 1-Lipschitz ReLU MLP with ``depth`` hidden layers and a property that holds."""
-    if depth < 1 or width < 1:
-        raise InputError(f"depth and width must be >= 1. Got {depth}, {width}.")
-    dims = [n_inputs] + [width] * depth + [n_outputs]
-    weights, biases = [], []
-    for fan_in, fan_out in itertools.pairwise(dims):
-        w = rng.standard_normal((fan_out, fan_in))
-        w /= np.linalg.norm(w, ord=2)
-        weights.append(w)
-        biases.append(0.1 * rng.standard_normal(fan_out))
-    mlp = ReluMLP(tuple(weights), tuple(biases))
+    mlp = _random_relu_mlp(depth, width, n_inputs, n_outputs, rng, "spectral", 0.1)
     lower = np.full(n_inputs, -box_halfwidth)
     upper = np.full(n_inputs, box_halfwidth)
     centre_out = mlp(np.zeros((1, n_inputs)))[0]
@@ -116,23 +131,9 @@ def tight_relu_instance(
     every depth. The property is *expected* to hold (the falsifier's maximum is a lower bound of
     the true one); where a sound method proves it, it provably does.
     """
-    if depth < 1 or width < 1:
-        raise InputError(f"depth and width must be >= 1. Got {depth}, {width}.")
     if not rel_margin > 0:
         raise InputError(f"rel_margin must be > 0. Got {rel_margin}.")
-    dims = [n_inputs] + [width] * depth + [n_outputs]
-    weights, biases = [], []
-    if init not in ("he", "spectral"):
-        raise InputError(f"init must be 'he' or 'spectral'. Got {init!r}.")
-    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(dims)):
-        w = rng.standard_normal((fan_out, fan_in))
-        if init == "he":
-            w *= np.sqrt((1.0 if i == len(dims) - 2 else 2.0) / fan_in)
-        else:
-            w /= np.linalg.norm(w, ord=2)
-        weights.append(w)
-        biases.append(0.05 * rng.standard_normal(fan_out))
-    mlp = ReluMLP(tuple(weights), tuple(biases))
+    mlp = _random_relu_mlp(depth, width, n_inputs, n_outputs, rng, init, 0.05)
     lower = np.full(n_inputs, -box_halfwidth)
     upper = np.full(n_inputs, box_halfwidth)
     hi = _extreme(mlp, lower, upper, 1.0, rng, n_samples, n_starts, n_steps)
