@@ -251,11 +251,40 @@ def test_llm_judge_and_reflection_memory_with_a_scripted_model():
     assert refl.check(c).block
     refl.report(c, "allow")
     assert not refl.check(c).block and refl.memory_size() == 1
-    assert "Lessons" in chat.calls[-1]["conversations"][0][0]["content"] or chat.calls
+    assert "Lessons" in chat.calls[-1]["conversations"][0][0]["content"]
     # LiSA over the LLM judge: the judge stays fixed, the memory adapts
     lisa = Lisa(LLMJudgeGuardrail(ScriptedChatModel(lambda conv: "0.55")), embedder=None)
     lisa.report(c, "allow")
     assert not lisa.check(flow(subject="Kim")).block
+
+
+def test_experiment_runs_the_llm_judge_on_a_local_hf_model(chat_xs, tmp_path):
+    """`--set llm=hf:PATH` end to end on a real local model (the chat-xs organism): the judge,
+    LiSA over the judge and the reflection memory all run the deployment stream."""
+    import json
+
+    from trustlab.core.runner import run_experiment
+
+    run_experiment(
+        "lisa",
+        quick=True,
+        overrides=[
+            f"llm=hf:{chat_xs.path}",
+            "llm_stream_length=24",
+            "suites=['confaide_plus']",
+            "flip_rates=[0.2]",
+            "embedder=hashing",
+            "latency_cases=0",
+            "large_base_hidden=0",
+        ],
+        out_dir=tmp_path,
+    )
+    table = json.loads((tmp_path / "report.json").read_text())["tables"]["final_metrics"]
+    rows = {r[2]: dict(zip(table["columns"], r, strict=True)) for r in table["rows"]}
+    for name in ("llm_judge", "lisa_llm", "reflection"):
+        assert 0.0 <= rows[name]["accuracy"] <= 1.0, rows[name]
+    assert rows["llm_judge"]["memory_size"] == 0
+    assert rows["reflection"]["memory_size"] == min(rows["reflection"]["reports"], 20)
 
 
 @pytest.mark.parametrize(

@@ -123,14 +123,19 @@ class LisaConfig(ExperimentConfig):
         return sorted(set(v))
 
 
-def _methods(config: LisaConfig, base: MemoBase, emb: Any) -> list[Any]:
-    mem = {
+def _memory_options(config: LisaConfig) -> dict[str, Any]:
+    """LiSA's memory settings from the config (shared by every LiSA variant and base)."""
+    return {
         "gate_alpha": config.gate_alpha,
         "prior": (config.prior_a, config.prior_b),
         "base_prior_strength": config.base_prior_strength,
         "value_similarity": config.value_similarity,
         "report_share": config.report_share,
     }
+
+
+def _methods(config: LisaConfig, base: MemoBase, emb: Any) -> list[Any]:
+    mem = _memory_options(config)
     return [
         BaseOnly(base),
         Lisa(base, embedder=emb, **mem),
@@ -236,7 +241,7 @@ def run(config: LisaConfig, ctx: RunContext) -> Report:
 
     if config.llm:
         with ctx.stage("LLM judge"):
-            final_rows += _llm_rows(config, suites, ctx)
+            final_rows += _llm_rows(config, suites, emb, ctx)
 
     _metrics(report, config, final_rows, latency, cold)
     report.table("final_metrics", final_rows, caption="Prequential metrics over the whole stream.")
@@ -304,7 +309,7 @@ def _cold_latency(config, emb, base_model, large, suites, ctx) -> dict[str, floa
     return out
 
 
-def _llm_rows(config, suites, ctx) -> list[dict[str, Any]]:
+def _llm_rows(config, suites, emb, ctx) -> list[dict[str, Any]]:
     from trustlab.lm import chat_model
 
     judge = LLMJudgeGuardrail(chat_model(config.llm), seed=ctx.seed)
@@ -317,7 +322,7 @@ def _llm_rows(config, suites, ctx) -> list[dict[str, Any]]:
         for flip in config.flip_rates:
             for g in (
                 BaseOnly(base, name="llm_judge"),
-                Lisa(base, name="lisa_llm", gate_alpha=config.gate_alpha),
+                Lisa(base, embedder=emb, name="lisa_llm", **_memory_options(config)),
                 ReflectionMemory(judge),
             ):
                 res = run_stream(g, suite.cases, suite.labels, order,
