@@ -148,11 +148,10 @@ def test_make_tokenizer_roundtrip_has_template():
 
 
 @pytest.mark.slow
-def test_organism_loads_through_the_substrate():
-    if importlib.util.find_spec("trustlab.organisms") is None:
-        pytest.skip("trustlab.organisms is not built yet (issue 4)")
+def test_organism_loads_through_the_substrate(chat_xs):
     model = lm.load("organism:chat-xs")
-    acts = lm.get_activations(model, ["hello"], model.sites("resid_pre"), "post_instruction")
+    convs = [[{"role": "user", "content": "hello"}]]  # chat-formatted, so the suffix exists
+    acts = lm.get_activations(model, convs, model.sites("resid_pre"), "post_instruction")
     assert acts.shape[:2] == (1, model.n_layers)
     with lm.ablate_direction(model, torch.ones(model.d_model)):
         assert lm.HFChatModel(model).generate(["hello"], max_new_tokens=4)
