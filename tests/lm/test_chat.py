@@ -42,12 +42,20 @@ class _Server:
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                 try:
-                    outer.respond(self, body, behaviour)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
+                    status, payload = outer.respond(body, behaviour)
                 finally:
+                    # leave "in flight" before replying: a client may send its next request
+                    # as soon as it reads this reply, before a later decrement would run
                     with outer.lock:
                         outer.in_flight -= 1
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -55,7 +63,7 @@ class _Server:
         self.thread.start()
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
-    def respond(self, handler, body, behaviour):
+    def respond(self, body, behaviour) -> tuple[int, bytes]:
         if len(self.requests) > MAX_REQUESTS:
             behaviour = "503"
         if behaviour == "sleep":
@@ -77,11 +85,7 @@ class _Server:
                 {"choices": [{"message": {"role": "assistant", "content": reply}}]}
             ).encode()
             status = 200
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(payload)))
-        handler.end_headers()
-        handler.wfile.write(payload)
+        return status, payload
 
     def close(self):
         self.httpd.shutdown()
