@@ -51,7 +51,6 @@ def test_cli_robustness(tmp_path):
     assert "median robustness under borda" in res.output
 
 
-@pytest.mark.slow
 def test_quick_run_writes_a_sane_report(tmp_path):
     from trustlab.core import run_experiment
 

@@ -192,7 +192,6 @@ def test_bad_inputs():
         brute_force_robustness(np.random.default_rng(0).random((3, 30)), 2, "mean", max_datasets=5)
 
 
-@pytest.mark.slow
 def test_vectorised_all_models_scale():
     import time
 

@@ -394,7 +394,6 @@ def test_activation_file_errors(tmp_path):
         load_activations(tmp_path / "x.csv")
 
 
-@pytest.mark.slow
 def test_idempotency_loss_helps_at_matched_sparsity_and_fvu_over_seeds(synthetic):
     """TopK fixes L0 = k, so sparsity is matched; FVU may rise by at most 0.05 on average."""
     from trustlab.stats import bootstrap_ci
