@@ -24,7 +24,7 @@ from trustlab.methods.lisa import (
     generic_seed_set,
     run_stream,
 )
-from trustlab.methods.lisa.memory import DEFAULT_ABSTRACTION, PATTERNS, case_attributes
+from trustlab.methods.lisa.memory import abstraction_names, case_attributes
 
 
 @pytest.fixture(scope="module")
@@ -91,10 +91,7 @@ def _abstraction_groups(suite) -> dict[tuple, list[int]]:
     groups: dict[tuple, list[int]] = {}
     for i, c in enumerate(suite.cases):
         attrs = case_attributes(c)
-        key: list[tuple[str, str]] = []
-        for a in DEFAULT_ABSTRACTION[c.kind]:
-            names = sorted(k for k in attrs if k.endswith("~")) if a == PATTERNS else [a]
-            key += [(k, attrs.get(k, "")) for k in names]
+        key = [(k, attrs.get(k, "")) for k in abstraction_names(c.kind, attrs)]
         groups.setdefault((c.kind, *key), []).append(i)
     return groups
 
@@ -198,7 +195,7 @@ def _paired_lower_bound(accs: list[dict[str, dict[str, float]]], suite: str, oth
     """One-sided 95% lower confidence bound (paired t over seeds) on LiSA's accuracy minus
     ``other``'s on ``suite``."""
     d = np.array([a[suite]["lisa"] - a[suite][other] for a in accs])
-    return float(d.mean() - stats.t.ppf(0.95, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)))
+    return float(stats.ttest_1samp(d, 0.0, alternative="greater").confidence_interval(0.95).low)
 
 
 @functools.cache

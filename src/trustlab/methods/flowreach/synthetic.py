@@ -50,6 +50,14 @@ def _random_relu_mlp(depth: int, width: int, n_inputs: int, n_outputs: int,
     return ReluMLP(tuple(weights), tuple(biases))
 
 
+def _y0_at_least(lower, upper, n_outputs: int, threshold: float) -> VnnlibSpec:
+    """The box ``[lower, upper]`` with the unsafe set ``Y_0 >= threshold``."""
+    row = np.zeros((1, n_outputs))
+    row[0, 0] = -1.0  # -y0 <= -threshold  <=>  y0 >= threshold
+    poly = OutputPolytope(row, np.array([-threshold]))
+    return VnnlibSpec(len(lower), n_outputs, (VnnlibRegion(lower, upper, (poly,)),))
+
+
 def deep_relu_instance(
     depth: int,
     rng: np.random.Generator,
@@ -67,10 +75,7 @@ def deep_relu_instance(
     centre_out = mlp(np.zeros((1, n_inputs)))[0]
     radius = box_halfwidth * np.sqrt(n_inputs)
     threshold = float(centre_out[0] + radius + margin)
-    row = np.zeros((1, n_outputs))
-    row[0, 0] = -1.0  # -y0 <= -threshold  <=>  y0 >= threshold
-    poly = OutputPolytope(row, np.array([-threshold]))
-    spec = VnnlibSpec(n_inputs, n_outputs, (VnnlibRegion(lower, upper, (poly,)),))
+    spec = _y0_at_least(lower, upper, n_outputs, threshold)
     return mlp, spec
 
 
@@ -140,8 +145,5 @@ def tight_relu_instance(
     lo = _extreme(mlp, lower, upper, -1.0, rng, n_samples, n_starts, n_steps)
     span = max(hi - lo, 1e-12)
     threshold = float(hi + rel_margin * span)
-    row = np.zeros((1, n_outputs))
-    row[0, 0] = -1.0  # -y0 <= -threshold  <=>  y0 >= threshold
-    poly = OutputPolytope(row, np.array([-threshold]))
-    spec = VnnlibSpec(n_inputs, n_outputs, (VnnlibRegion(lower, upper, (poly,)),))
+    spec = _y0_at_least(lower, upper, n_outputs, threshold)
     return mlp, spec, TightSpecInfo(hi, lo, threshold, rel_margin)

@@ -28,7 +28,7 @@ from trustlab.methods.lisa.base import Guardrail, LLMJudgeGuardrail
 from trustlab.methods.lisa.cases import BLOCK, Case, Decision, FiredEntry, label_to_str
 from trustlab.methods.lisa.embedding import Embedder
 from trustlab.methods.lisa.guardrail import MemoBase, as_label
-from trustlab.methods.lisa.memory import DEFAULT_ABSTRACTION, PATTERNS, case_attributes
+from trustlab.methods.lisa.memory import DEFAULT_ABSTRACTION, abstraction_names, case_attributes
 
 #: Insight keys: exact values of the case's context (flows) or tool and instruction (actions).
 INSIGHT_ABSTRACTION: dict[str, tuple[str, ...]] = {
@@ -129,11 +129,8 @@ class InsightMemory:
             attrs = case.attributes()
             return (case.kind, *(attrs.get(a, "") for a in self.abstraction[case.kind]))
         attrs = case_attributes(case)  # LiSA's derived attributes, exact values, no clustering
-        keys = []
-        for a in self.abstraction[case.kind]:
-            names = sorted(k for k in attrs if k.endswith("~")) if a == PATTERNS else [a]
-            keys += [f"{k}={attrs.get(k, '')}" for k in names]
-        return (case.kind, *keys)
+        names = abstraction_names(case.kind, attrs, self.abstraction)
+        return (case.kind, *(f"{k}={attrs.get(k, '')}" for k in names))
 
     def check(self, case: Case) -> Decision:
         s = self.base.score_one(case)

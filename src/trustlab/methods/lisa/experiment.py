@@ -124,7 +124,7 @@ class LisaConfig(ExperimentConfig):
 
 
 def _memory_options(config: LisaConfig) -> dict[str, Any]:
-    """LiSA's memory settings from the config (shared by every LiSA variant and base)."""
+    """LiSA's memory settings from the config (every LiSA variant, on any base, uses them)."""
     return {
         "gate_alpha": config.gate_alpha,
         "prior": (config.prior_a, config.prior_b),
@@ -320,17 +320,16 @@ def _llm_rows(config, suites, emb, ctx) -> list[dict[str, Any]]:
         fb_seed = int(ctx.child_rng(f"feedback {name}").integers(0, 2**31))
         base = MemoBase(judge)
         base.score([suite.cases[i] for i in order])  # the judge's fixed scores, in one batched pass
-
-        def method(kind: str, base: MemoBase = base) -> Any:
-            if kind == "llm_judge":
-                return BaseOnly(base, name="llm_judge")
-            if kind == "lisa_llm":
-                return Lisa(base, embedder=emb, name="lisa_llm", **_memory_options(config))
-            return ReflectionMemory(judge)  # re-asks the judge with its lessons at every check
-
-        jobs = [(f, k) for f in config.flip_rates for k in ("llm_judge", "lisa_llm", "reflection")]
-        for flip, kind in ctx.progress(jobs, description=f"LLM judge {name}"):
-            g = method(kind)
+        jobs = [
+            (flip, g)
+            for flip in config.flip_rates
+            for g in (
+                BaseOnly(base, name="llm_judge"),
+                Lisa(base, embedder=emb, name="lisa_llm", **_memory_options(config)),
+                ReflectionMemory(judge),  # re-asks the judge with its lessons at every check
+            )
+        ]
+        for flip, g in ctx.progress(jobs, description=f"LLM judge {name}"):
             res = run_stream(g, suite.cases, suite.labels, order,
                              report_rate=config.report_rate, flip_rate=flip, seed=fb_seed)
             rows.append({"suite": name, "flip_rate": flip, "method": g.name,

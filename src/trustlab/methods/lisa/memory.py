@@ -67,6 +67,8 @@ __all__ = [
     "MemoryEntry",
     "PolicyMemory",
     "ValueIndex",
+    "abstraction_names",
+    "case_attributes",
 ]
 
 #: In an abstraction, stands for every argument pattern (``arg.x~``) the case has.
@@ -128,6 +130,25 @@ def case_attributes(case: Case) -> dict[str, str]:
             if pat is not None:
                 attrs[key + "~"] = pat
     return attrs
+
+
+def abstraction_names(
+    kind: str, attrs: dict[str, str], abstraction: dict[str, tuple[str, ...]] | None = None
+) -> tuple[str, ...]:
+    """The attributes a case of ``kind`` is lifted over (``abstraction``, default
+    :data:`DEFAULT_ABSTRACTION`); ``"arg~"`` expands to the case's argument patterns
+    (``arg.x~`` in ``attrs``, see :func:`case_attributes`), so a tool report is scoped to its
+    tool and argument patterns."""
+    table = abstraction or DEFAULT_ABSTRACTION
+    if kind not in table:
+        raise InputError(f"LiSA has no abstraction attributes for case kind '{kind}'.")
+    out: list[str] = []
+    for a in table[kind]:
+        if a == PATTERNS:
+            out += sorted(k for k in attrs if k.endswith("~"))
+        else:
+            out.append(a)
+    return tuple(out)
 
 
 class ValueIndex:
@@ -330,18 +351,7 @@ class PolicyMemory:
         self._next_id = 0
 
     def _abstraction(self, kind: str, attrs: dict[str, str] | None = None) -> tuple[str, ...]:
-        """Abstraction attributes for a case; ``"arg~"`` expands to the case's argument
-        patterns (``arg.x~``), so a tool report is scoped to its tool and argument patterns."""
-        table = self.abstraction or DEFAULT_ABSTRACTION
-        if kind not in table:
-            raise InputError(f"LiSA has no abstraction attributes for case kind '{kind}'.")
-        out: list[str] = []
-        for a in table[kind]:
-            if a == PATTERNS:
-                out += sorted(k for k in (attrs or {}) if k.endswith("~"))
-            else:
-                out.append(a)
-        return tuple(out)
+        return abstraction_names(kind, attrs or {}, self.abstraction)
 
     def _new_id(self, prefix: str) -> str:
         self._next_id += 1
