@@ -192,10 +192,12 @@ def test_spa_conv_without_shift_equals_plaintext_conv(shape):
 
 
 def test_row_tiles_and_channel_tiles_are_exercised():
-    lay = plan_conv(256, 2, 30, 11, 2, 3, 2, 0)
-    assert lay.n_rtiles > 1
-    lay = plan_conv(256, 9, 6, 6, 2, 1, 1, 0)
-    assert lay.n_ctiles > 1 or lay.ct == 9
+    """The exactness tests above run shapes that need channel tiles (every one at N = 256,
+    including a 1x1 conv whose 9 channels do not fit one polynomial) and row tiles (the last)."""
+    layouts = [plan_conv(256, *shape) for shape in CONV_SHAPES]
+    assert [lay.n_ctiles for lay in layouts] == [2, 2, 2, 2, 2]
+    assert [lay.n_rtiles for lay in layouts] == [1, 1, 1, 1, 2]
+    assert layouts[3].ct == 7 and layouts[3].ct * layouts[3].ht * layouts[3].wp <= 256
 
 
 def test_reference_kernel_gives_the_same_answer():

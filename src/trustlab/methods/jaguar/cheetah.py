@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trustlab.core.errors import NotFittedError
+from trustlab.core.errors import InputError, NotFittedError
+from trustlab.methods.jaguar import kernels
 from trustlab.methods.jaguar.layout import ConvLayout, FCLayout
 from trustlab.methods.jaguar.linear import LinearResponse
 from trustlab.methods.jaguar.ntt import find_ntt_primes, mulmod, ntt_context
@@ -162,20 +163,38 @@ class CheetahServer:
 
     ``prepare`` transforms the layer's plaintext polynomials once (offline, like cached
     kernels); ``evaluate`` is the online cost compared with SPA-Conv.
+    kernel: "compiled" (numba: Harvey/Shoup NTTs, the weights' Shoup quotients precomputed
+    offline, lazy accumulation), "numpy" (the vectorised reference) or "auto" (compiled when
+    numba is installed). Both give the same answer bit for bit.
     """
 
+    KERNELS = ("auto", "compiled", "numpy")
+
     def __init__(self, params: PrimeParams, public_key: tuple[np.ndarray, np.ndarray] | None = None,
-                 sampler: Sampler | None = None) -> None:
+                 sampler: Sampler | None = None, kernel: str = "auto") -> None:
+        if kernel not in self.KERNELS:
+            raise InputError(f"The 'kernel' parameter must be one of {self.KERNELS}. Got {kernel!r}.")
+        if kernel == "auto":
+            kernel = "compiled" if kernels.available() else "numpy"
         self.params = params
         self.public_key = public_key
         self.sampler = sampler
+        self.kernel = kernel
 
     def prepare(self, weight: np.ndarray, layout: Layout) -> CheetahServer:
+        """Offline: the forward NTTs of the layer's plaintext polynomials (and, compiled, their
+        Shoup quotients)."""
         p = self.params
         terms = layout.term_weights(weight)  # (O, B, T)
         polys = np.zeros((*terms.shape[:2], p.n), dtype=np.int64)
         polys[..., layout.shifts()] = terms
-        self.weight_hat_ = _ntt_all(_signed_to_rns(polys, p.primes), p.primes)  # (O, B, L, N)
+        rns = _signed_to_rns(polys, p.primes)  # (O, B, L, N)
+        if self.kernel == "compiled":
+            self.weight_hat_ = kernels.ntt_forward(np.ascontiguousarray(rns),
+                                                   kernels.ntt_tables(p.n, p.primes))
+            self.weight_shoup_ = kernels.shoup_quotients(self.weight_hat_, p.primes)
+        else:
+            self.weight_hat_ = _ntt_all(rns, p.primes)
         self.layout_ = layout
         return self
 
@@ -187,6 +206,13 @@ class CheetahServer:
         packed = layout.pack_input(np.mod(np.asarray(x_share, dtype=np.int64), 1 << p.ell))
         delta = np.broadcast_to(_big_to_rns(p.q // (1 << p.ell), p.primes), (len(p.primes), p.n))
         c0 = _addmod(query.c0, _mul_rns(_signed_to_rns(packed, p.primes), delta, p.primes), pm)
+        if self.kernel == "compiled":
+            tab = kernels.ntt_tables(p.n, p.primes)
+            x_hat = kernels.ntt_forward(np.stack([c0, query.c1], axis=2), tab)  # (B, R, 2, L, N)
+            out = kernels.ntt_inverse(
+                kernels.ntt_accumulate(x_hat, self.weight_hat_, self.weight_shoup_, p.primes,
+                                       (0, 1)), tab)
+            return RNSCiphertext(out[:, :, 0], out[:, :, 1], p.primes)
         ct_hat = _ntt_all(np.stack([c0, query.c1], axis=2), p.primes)  # (B, R, 2, L, N)
         n_out = self.weight_hat_.shape[0]
         acc = np.zeros((n_out, *ct_hat.shape[1:]), dtype=np.uint64)

@@ -144,6 +144,22 @@ class ConvLayout:
         """(C_out, n_rtiles, N) booleans: the coefficients the client needs."""
         return np.broadcast_to(self.used_mask()[None], (self.c_out, self.n_rtiles, self.n))
 
+    def used_segments(self) -> tuple[np.ndarray, int, int]:
+        """The used coefficients as row segments: ``(start, length, step)``.
+
+        ``start`` is (n_rtiles, S) int64: coefficient ``start[r, i] + step * jj`` (``jj <
+        length``) of row tile ``r`` is an output; ``-1`` pads tiles with fewer output rows.
+        """
+        i = np.arange(self.h_out) * self.stride
+        tile = i // self.rows_per_tile
+        starts = self.offset + (i % self.rows_per_tile) * self.wp
+        width = int(np.bincount(tile, minlength=self.n_rtiles).max())
+        out = np.full((self.n_rtiles, width), -1, dtype=np.int64)
+        for r in range(self.n_rtiles):
+            rows = starts[tile == r]
+            out[r, : rows.size] = rows
+        return out, self.w_out, self.stride
+
     def extract(self, polys: np.ndarray) -> np.ndarray:
         """(C_out, n_rtiles, N) output polynomials -> (C_out, H_out, W_out) values."""
         tile, coeff = self.output_positions()
@@ -244,6 +260,12 @@ class FCLayout:
     def positions(self) -> tuple[np.ndarray, np.ndarray]:
         o = np.arange(self.m)
         return o // self.rows, (o % self.rows) * self.chunk + self.chunk - 1
+
+    def used_segments(self) -> tuple[np.ndarray, int, int]:
+        """The used coefficients of every output polynomial as segments of length one (the
+        last group's missing rows are computed too and never read)."""
+        starts = np.arange(self.rows, dtype=np.int64) * self.chunk + self.chunk - 1
+        return starts[None, :], 1, 1
 
     def output_mask(self) -> np.ndarray:
         """(n_groups, 1, N) booleans: the coefficients the client needs."""

@@ -26,6 +26,7 @@ import numpy as np
 from scipy import special
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.methods.jaguar import kernels
 from trustlab.methods.jaguar.layout import ConvLayout, FCLayout
 from trustlab.methods.jaguar.params import JaguarParams
 from trustlab.methods.jaguar.ring import mask, to_ring
@@ -138,17 +139,26 @@ class JaguarServer:
 
     params: the client's ``JaguarParams``. public_key: the client's, for re-randomisation
     (``None`` skips it: then ``c1`` leaks the weights' parity structure; tests only).
-    kernel: "gemm" (batched exact float64 GEMM over bit-limbs) or "reference" (the literal
-    per-term loop). sampler: randomness for masks (secure by default).
+    kernel: "compiled" (numba: scalar uint64 accumulation, ``c0`` only at the coefficients the
+    client reads, ``c1`` in full), "gemm" (numpy: batched exact float64 GEMM over bit-limbs),
+    "reference" (numpy: the literal per-term loop) or "auto" (compiled when numba is
+    installed, else gemm). All give the same answer bit for bit. sampler: randomness for masks
+    (secure by default).
     """
+
+    KERNELS = ("auto", "compiled", "gemm", "reference")
 
     def __init__(
         self,
         params: JaguarParams,
         public_key: PublicKey | None = None,
-        kernel: str = "gemm",
+        kernel: str = "auto",
         sampler: Sampler | None = None,
     ) -> None:
+        if kernel not in self.KERNELS:
+            raise InputError(f"The 'kernel' parameter must be one of {self.KERNELS}. Got {kernel!r}.")
+        if kernel == "auto":
+            kernel = "compiled" if kernels.available() else "gemm"
         self.params = params
         self.public_key = public_key
         self.kernel = kernel
@@ -156,7 +166,11 @@ class JaguarServer:
 
     def evaluate(self, query: Ciphertext, x_share: np.ndarray, weight: np.ndarray,
                  layout: Layout) -> Ciphertext:
-        """The unmasked product ciphertexts (O, R, N) of ``W (x_c + x_s)`` mod ``2^ell_in``."""
+        """The unmasked product ciphertexts (O, R, N) of ``W (x_c + x_s)`` mod ``2^ell_in``.
+
+        With the compiled kernel, ``c0`` is computed only at the coefficients the client reads
+        (``layout.output_mask()``) and is zero elsewhere; ``c1`` is always complete.
+        """
         p = self.params
         if query.c0.shape != (layout.n_in_cts // layout.n_rtiles, layout.n_rtiles, p.n):
             raise InputError(
@@ -165,14 +179,18 @@ class JaguarServer:
             )
         packed = layout.pack_input(to_ring(np.asarray(x_share, dtype=np.int64), p.ell_in))
         c0 = mask(query.c0 + (packed << np.uint64(p.log_delta)), p.k)
-        polys = np.stack([c0, query.c1], axis=2)  # (B, R, 2, N)
         terms = layout.term_weights(weight)
+        if self.kernel == "compiled":
+            shifts = layout.shifts()
+            c0_out = kernels.spa_used(kernels.extend_negacyclic(c0), shifts, terms,
+                                      layout.used_segments())
+            c1_out = kernels.spa_full(kernels.extend_negacyclic(query.c1), shifts, terms)
+            return Ciphertext(mask(c0_out, p.k), mask(c1_out, p.k), p.k)
+        polys = np.stack([c0, query.c1], axis=2)  # (B, R, 2, N)
         if self.kernel == "gemm":
             out = spa_accumulate(polys, layout.shifts(), terms, p.k)
-        elif self.kernel == "reference":
-            out = spa_accumulate_reference(polys, layout.shifts(), terms, p.k)
         else:
-            raise InputError(f"The SPA kernel must be 'gemm' or 'reference'. Got {self.kernel!r}.")
+            out = spa_accumulate_reference(polys, layout.shifts(), terms, p.k)
         return Ciphertext(out[:, :, 0], out[:, :, 1], p.k)
 
     def respond(self, product: Ciphertext, layout: Layout) -> tuple[LinearResponse, np.ndarray]:

@@ -89,11 +89,24 @@ def _primitive_root_2n(n: int, p: int) -> int:
 
 
 class NTTContext:
-    """Tables for the negacyclic NTT of length ``n`` modulo ``p`` (``p = 1 mod 2n``)."""
+    """Tables for the negacyclic NTT of length ``n`` modulo ``p`` (``p = 1 mod 2n``).
 
-    def __init__(self, n: int, p: int) -> None:
+    backend: "numpy" (the vectorised reference below), "compiled" (``kernels``: Harvey/Shoup
+    butterflies, same results) or "auto" (compiled when numba is installed).
+    """
+
+    def __init__(self, n: int, p: int, backend: str = "auto") -> None:
         if (p - 1) % (2 * n) or p >= 1 << _MAX_PRIME_BITS:
             raise InputError(f"The NTT prime must be = 1 mod 2N and < 2^50. Got {p} for N={n}.")
+        if backend not in ("auto", "numpy", "compiled"):
+            raise InputError(
+                f"The 'backend' parameter must be 'auto', 'numpy' or 'compiled'. Got {backend!r}."
+            )
+        from trustlab.methods.jaguar import kernels
+
+        if backend == "auto":
+            backend = "compiled" if kernels.available() else "numpy"
+        self.backend = backend
         self.n, self.p = n, p
         psi = _primitive_root_2n(n, p)
         psi_inv = pow(psi, p - 2, p)
@@ -125,11 +138,23 @@ class NTTContext:
         return x
 
     def forward(self, a: np.ndarray) -> np.ndarray:
-        """Negacyclic NTT over the last axis (values in ``[0, p)``, uint64)."""
+        """Negacyclic NTT over the last axis (values in ``[0, p)``, uint64): ``a(psi^(2k+1))``."""
+        if self.backend == "compiled":
+            from trustlab.methods.jaguar import kernels
+
+            tab = kernels.ntt_tables(self.n, (self.p,))
+            x = np.array(a, dtype=np.uint64, order="C", copy=True)
+            return kernels.ntt_forward(x, tab)[..., tab.perm]
         pre = mulmod(a, np.broadcast_to(self.psi_pows, a.shape), self.p)
         return self._transform(pre, self.twiddles)
 
     def inverse(self, a_hat: np.ndarray) -> np.ndarray:
+        if self.backend == "compiled":
+            from trustlab.methods.jaguar import kernels
+
+            tab = kernels.ntt_tables(self.n, (self.p,))
+            x = np.ascontiguousarray(np.asarray(a_hat, dtype=np.uint64)[..., tab.perm])
+            return kernels.ntt_inverse(x, tab)
         x = self._transform(a_hat, self.twiddles_inv)
         return mulmod(x, np.broadcast_to(self.psi_inv_pows_scaled, x.shape), self.p)
 

@@ -1,0 +1,515 @@
+"""Compiled kernels for both sides of the SPA-Conv / NTT comparison, in one technology (numba).
+
+Both systems' hot loops are written here as scalar loops over uint64 words and compiled by the
+same LLVM with the same flags, single-threaded (no ``parallel=True``, no BLAS): whatever the
+compiler does for one side (auto-vectorisation under AVX-512 in the default build; nothing
+beyond SSE2 with ``NUMBA_CPU_NAME=generic``) it can do for the other.
+
+Jaguar (power-of-two ring ``Z_{2^64}``):
+
+- ``spa_full``: the literal scalar–polynomial accumulation of one ciphertext component over
+  all ``N`` coefficients, ``out[o, r] += sum_b sum_t W[o, b, t] * X^shift_t * ct[b, r]``. The
+  rotation is a slice of the *negacyclic extension* ``ext = (-x, x)`` (length ``2N``):
+  ``(X^s x)[j] = ext[N - s + j]``, so every term is one contiguous multiply-add with no branch;
+  zero weights (padding channels) are skipped; terms are fused four at a time.
+- ``spa_used``: the same sum at the coefficients the client reads only (the conv outputs). The
+  ``c0`` component is only sent at those positions, so computing the others is wasted work; this
+  costs exactly a direct integer convolution (``C * C_out * k^2 * H_out * W_out`` multiply-adds).
+  ``c1`` is needed in full (the client multiplies it by ``s``), so it always goes through
+  ``spa_full``.
+
+Baseline (RNS over NTT primes ``p < 2^50``, as the numpy reference):
+
+- ``ntt_forward`` / ``ntt_inverse``: negacyclic Cooley–Tukey / Gentleman–Sande NTTs with
+  Harvey's lazy reduction (values kept in ``[0, 4p)`` / ``[0, 2p)``) and Shoup's precomputed
+  twiddle quotients (``w' = floor(w 2^64 / p)``: one high and two low 64-bit products per
+  butterfly), twiddles in bit-reversed order (Longa–Naehrig, SEAL's layout); the transform is in
+  bit-reversed order, which the pointwise products do not care about.
+- ``ntt_accumulate``: ``acc[o, r, c, l] = sum_b W_hat[o, b, l] * x_hat[b, r, c, l] mod p_l`` with
+  the weights' Shoup quotients precomputed *offline* (``shoup_quotients``), lazy sums in
+  ``[0, 2p)`` and one reduction per output coefficient.
+
+The 64x64 -> high-64 product is an LLVM ``i128`` multiply (one ``mul``/``mulx`` instruction on
+x86-64), exposed to numba as an intrinsic. Everything here is bit-exact against the numpy
+references (``spa.spa_accumulate_reference``, ``ntt.NTTContext``, ``cheetah.CheetahServer``);
+the tests check it on random shapes.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+
+from trustlab.core.errors import InputError, MissingDependencyError
+
+__all__ = [
+    "NTTTables",
+    "available",
+    "cpu_name",
+    "extend_negacyclic",
+    "ntt_accumulate",
+    "ntt_forward",
+    "ntt_inverse",
+    "ntt_tables",
+    "reduce_mod",
+    "shoup_quotients",
+    "spa_full",
+    "spa_used",
+    "vector_registers",
+]
+
+try:  # numba is an optional extra ("kernels"); the numpy paths stay the reference.
+    from llvmlite import ir as _ir
+    from numba import njit, types
+    from numba.extending import intrinsic
+
+    _HAVE_NUMBA = os.environ.get("TRUSTLAB_JAGUAR_KERNELS", "") != "numpy"
+except ImportError:  # pragma: no cover - exercised where numba is absent
+    _HAVE_NUMBA = False
+
+
+def available() -> bool:
+    """Whether the compiled kernels can run (numba installed, not disabled by the environment
+    variable ``TRUSTLAB_JAGUAR_KERNELS=numpy``)."""
+    return _HAVE_NUMBA
+
+
+def _require() -> None:
+    if not _HAVE_NUMBA:
+        raise MissingDependencyError(
+            "jaguar's compiled kernels need numba: pip install 'trustlab[kernels]' "
+            "(or unset TRUSTLAB_JAGUAR_KERNELS=numpy)."
+        )
+
+
+def cpu_name() -> str:
+    """The CPU the kernels are compiled for: ``NUMBA_CPU_NAME`` or the host's."""
+    if not _HAVE_NUMBA:
+        return "none"
+    from numba.core import config
+
+    return config.CPU_NAME or "host"
+
+
+if _HAVE_NUMBA:
+
+    @intrinsic
+    def _mulhi(typingctx, a, b):  # type: ignore[no-untyped-def]
+        """High 64 bits of the 128-bit product of two uint64 (one ``mul`` on x86-64)."""
+        sig = types.uint64(types.uint64, types.uint64)
+
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            i128 = _ir.IntType(128)
+            prod = builder.mul(builder.zext(args[0], i128), builder.zext(args[1], i128))
+            return builder.trunc(builder.lshr(prod, _ir.Constant(i128, 64)), _ir.IntType(64))
+
+        return sig, codegen
+
+    _jit = functools.partial(njit, cache=True, nogil=True, boundscheck=False)
+
+    # -- NTT (baseline) -------------------------------------------------------------------
+    @_jit
+    def _shoup_one(w, p):  # type: ignore[no-untyped-def]
+        """floor(w * 2^64 / p) for w < p < 2^50 by long division in 13-bit steps."""
+        r = np.uint64(w)
+        q = np.uint64(0)
+        done = 0
+        while done < 64:
+            step = 13 if 64 - done >= 13 else 64 - done
+            r = r << np.uint64(step)
+            q = (q << np.uint64(step)) | (r // p)
+            r = r % p
+            done += step
+        return q
+
+    @_jit
+    def _shoup_array(w, p, out):  # type: ignore[no-untyped-def]
+        flat_w = w.ravel()
+        flat_o = out.ravel()
+        for i in range(flat_w.size):
+            flat_o[i] = _shoup_one(flat_w[i], p)
+
+    @_jit
+    def _ntt_fwd_rows(a, primes, roots, roots_sh):  # type: ignore[no-untyped-def]
+        """In-place forward negacyclic NTT of every row of ``a`` (rows, L, N), limb ``l`` mod
+        ``primes[l]``; output in [0, p) in bit-reversed order. Inputs in [0, 4p)."""
+        n = a.shape[2]
+        for row in range(a.shape[0]):
+            for li in range(a.shape[1]):
+                p = primes[li]
+                two_p = p + p
+                x = a[row, li]
+                rt = roots[li]
+                rs = roots_sh[li]
+                t = n
+                m = 1
+                while m < n:
+                    t >>= 1
+                    for i in range(m):
+                        j1 = 2 * i * t
+                        w = rt[m + i]
+                        ws = rs[m + i]
+                        for j in range(j1, j1 + t):
+                            u = x[j]
+                            if u >= two_p:
+                                u -= two_p
+                            y = x[j + t]
+                            v = w * y - _mulhi(ws, y) * p
+                            x[j] = u + v
+                            x[j + t] = u - v + two_p
+                    m <<= 1
+                for j in range(n):
+                    u = x[j]
+                    if u >= two_p:
+                        u -= two_p
+                    if u >= p:
+                        u -= p
+                    x[j] = u
+
+    @_jit
+    def _ntt_inv_rows(a, primes, iroots, iroots_sh, ninv, ninv_sh):  # type: ignore[no-untyped-def]
+        """In-place inverse of ``_ntt_fwd_rows`` (bit-reversed in, natural order out, [0, p)).
+        Inputs in [0, 2p)."""
+        n = a.shape[2]
+        for row in range(a.shape[0]):
+            for li in range(a.shape[1]):
+                p = primes[li]
+                two_p = p + p
+                x = a[row, li]
+                rt = iroots[li]
+                rs = iroots_sh[li]
+                t = 1
+                m = n
+                while m > 1:
+                    h = m >> 1
+                    j1 = 0
+                    for i in range(h):
+                        w = rt[h + i]
+                        ws = rs[h + i]
+                        for j in range(j1, j1 + t):
+                            u = x[j]
+                            v = x[j + t]
+                            s = u + v
+                            if s >= two_p:
+                                s -= two_p
+                            x[j] = s
+                            d = u - v + two_p
+                            x[j + t] = w * d - _mulhi(ws, d) * p
+                        j1 += 2 * t
+                    t <<= 1
+                    m = h
+                nv = ninv[li]
+                nvs = ninv_sh[li]
+                for j in range(n):
+                    u = nv * x[j] - _mulhi(nvs, x[j]) * p
+                    if u >= p:
+                        u -= p
+                    x[j] = u
+
+    @_jit
+    def _ntt_acc(x_hat, w_hat, w_sh, primes, comps, out):  # type: ignore[no-untyped-def]
+        """out[o, r, ci, l] = sum_b w_hat[o, b, l] * x_hat[b, r, comps[ci], l] mod p_l.
+
+        x_hat: (B, R, C, L, N); w_hat, w_sh: (O, B, L, N); out: (O, R, len(comps), L, N).
+        Lazy: each Shoup product is in [0, 2p); B < 2^13 of them fit a uint64 for p < 2^50.
+        """
+        n_out, n_in, n_l, n = w_hat.shape
+        n_r = x_hat.shape[1]
+        n_c = comps.size
+        for o in range(n_out):
+            acc = out[o]
+            acc[:] = 0
+            for b in range(n_in):
+                for li in range(n_l):
+                    p = primes[li]
+                    w = w_hat[o, b, li]
+                    ws = w_sh[o, b, li]
+                    for r in range(n_r):
+                        for ci in range(n_c):
+                            x = x_hat[b, r, comps[ci], li]
+                            dst = acc[r, ci, li]
+                            for j in range(n):
+                                xj = x[j]
+                                dst[j] += w[j] * xj - _mulhi(ws[j], xj) * p
+            for r in range(n_r):
+                for ci in range(n_c):
+                    for li in range(n_l):
+                        p = primes[li]
+                        dst = acc[r, ci, li]
+                        for j in range(n):
+                            dst[j] = dst[j] % p
+
+    @_jit
+    def _reduce_rows(a, primes):  # type: ignore[no-untyped-def]
+        """a (..., L, N) flattened as (rows, L, N): reduce each limb mod its prime in place."""
+        for row in range(a.shape[0]):
+            for li in range(a.shape[1]):
+                p = primes[li]
+                x = a[row, li]
+                for j in range(x.size):
+                    x[j] = x[j] % p
+
+    # -- SPA (Jaguar) -------------------------------------------------------------------------
+    @_jit
+    def _extend(x, out):  # type: ignore[no-untyped-def]
+        """x (rows, N) -> out (rows, 2N) = (-x, x) mod 2^64."""
+        n = x.shape[1]
+        for row in range(x.shape[0]):
+            for j in range(n):
+                v = x[row, j]
+                out[row, j] = np.uint64(0) - v
+                out[row, n + j] = v
+
+    @_jit
+    def _compact(wrow, offs, w_sel, o_sel):  # type: ignore[no-untyped-def]
+        """Nonzero terms of one (o, b) weight row, padded to a multiple of 4 with zeros."""
+        cnt = 0
+        for t in range(wrow.size):
+            if wrow[t] != 0:
+                w_sel[cnt] = wrow[t]
+                o_sel[cnt] = offs[t]
+                cnt += 1
+        padded = (cnt + 3) // 4 * 4
+        for t in range(cnt, padded):
+            w_sel[t] = 0
+            o_sel[t] = o_sel[0] if cnt > 0 else 0
+        return padded
+
+    @_jit
+    def _spa_full(ext, offs, weights, out):  # type: ignore[no-untyped-def]
+        """out[o, r, :] += sum_b sum_t W[o, b, t] * ext[b, r, offs[t] : offs[t] + N].
+
+        ext: (B, R, 2N) uint64; offs: (T,) = N - shift_t; weights: (O, B, T) uint64 (two's
+        complement of the signed weights); out: (O, R, N) uint64.
+        """
+        n_out, n_in, n_t = weights.shape
+        n_r = ext.shape[1]
+        n = out.shape[2]
+        w_sel = np.zeros(n_t + 4, dtype=np.uint64)
+        o_sel = np.zeros(n_t + 4, dtype=np.int64)
+        for o in range(n_out):
+            for b in range(n_in):
+                cnt = _compact(weights[o, b], offs, w_sel, o_sel)
+                for r in range(n_r):
+                    e = ext[b, r]
+                    acc = out[o, r]
+                    for t in range(0, cnt, 4):
+                        w0 = w_sel[t]
+                        w1 = w_sel[t + 1]
+                        w2 = w_sel[t + 2]
+                        w3 = w_sel[t + 3]
+                        e0 = e[o_sel[t] : o_sel[t] + n]
+                        e1 = e[o_sel[t + 1] : o_sel[t + 1] + n]
+                        e2 = e[o_sel[t + 2] : o_sel[t + 2] + n]
+                        e3 = e[o_sel[t + 3] : o_sel[t + 3] + n]
+                        for j in range(n):
+                            acc[j] += w0 * e0[j] + w1 * e1[j] + w2 * e2[j] + w3 * e3[j]
+
+    @_jit
+    def _spa_used(ext, offs, weights, seg_start, seg_len, col_step, out):  # type: ignore[no-untyped-def]
+        """Like ``_spa_full`` but only at the used coefficients ``seg_start[r, i] + col_step * jj``
+        (``jj < seg_len``), the other coefficients of ``out`` are left untouched."""
+        n_out, n_in, n_t = weights.shape
+        n_r = ext.shape[1]
+        n_seg = seg_start.shape[1]
+        w_sel = np.zeros(n_t + 4, dtype=np.uint64)
+        o_sel = np.zeros(n_t + 4, dtype=np.int64)
+        for o in range(n_out):
+            for b in range(n_in):
+                cnt = _compact(weights[o, b], offs, w_sel, o_sel)
+                for r in range(n_r):
+                    e = ext[b, r]
+                    acc = out[o, r]
+                    for t in range(0, cnt, 4):
+                        w0 = w_sel[t]
+                        w1 = w_sel[t + 1]
+                        w2 = w_sel[t + 2]
+                        w3 = w_sel[t + 3]
+                        o0 = o_sel[t]
+                        o1 = o_sel[t + 1]
+                        o2 = o_sel[t + 2]
+                        o3 = o_sel[t + 3]
+                        for i in range(n_seg):
+                            base = seg_start[r, i]
+                            if base < 0:
+                                continue
+                            if col_step == 1:
+                                for jj in range(seg_len):
+                                    q = base + jj
+                                    acc[q] += (w0 * e[o0 + q] + w1 * e[o1 + q] + w2 * e[o2 + q]
+                                               + w3 * e[o3 + q])
+                            else:
+                                for jj in range(seg_len):
+                                    q = base + col_step * jj
+                                    acc[q] += (w0 * e[o0 + q] + w1 * e[o1 + q] + w2 * e[o2 + q]
+                                               + w3 * e[o3 + q])
+
+
+# -- Python-level API -----------------------------------------------------------------------------
+class NTTTables:
+    """Twiddles for the compiled negacyclic NTT modulo each of ``primes`` (``p = 1 mod 2N``,
+    ``p < 2^50``): (L, N) arrays in bit-reversed order with their Shoup quotients. ``perm``
+    maps the bit-reversed transform to the natural order of ``ntt.NTTContext``:
+    ``natural[..., k] = bitreversed[..., perm[k]]`` (and back, ``perm`` is an involution)."""
+
+    def __init__(self, n: int, primes: tuple[int, ...], psis: tuple[int, ...]) -> None:
+        self.n, self.primes = n, tuple(primes)
+        bits = n.bit_length() - 1
+        rev = [int(f"{i:0{bits}b}"[::-1], 2) for i in range(n)]
+        roots, iroots, roots_sh, iroots_sh, ninv, ninv_sh = [], [], [], [], [], []
+        for p, psi in zip(primes, psis, strict=True):
+            psi_inv = pow(psi, p - 2, p)
+            r = [pow(psi, k, p) for k in rev]
+            ir = [pow(psi_inv, k, p) for k in rev]
+            roots.append(r)
+            iroots.append(ir)
+            roots_sh.append([(w << 64) // p for w in r])
+            iroots_sh.append([(w << 64) // p for w in ir])
+            nv = pow(n, p - 2, p)
+            ninv.append(nv)
+            ninv_sh.append((nv << 64) // p)
+        self.roots = np.array(roots, dtype=np.uint64)
+        self.iroots = np.array(iroots, dtype=np.uint64)
+        self.roots_sh = np.array(roots_sh, dtype=np.uint64)
+        self.iroots_sh = np.array(iroots_sh, dtype=np.uint64)
+        self.ninv = np.array(ninv, dtype=np.uint64)
+        self.ninv_sh = np.array(ninv_sh, dtype=np.uint64)
+        self.p = np.array(primes, dtype=np.uint64)
+        self.perm = np.array(rev, dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=32)
+def ntt_tables(n: int, primes: tuple[int, ...]) -> NTTTables:
+    """Cached tables; each ``psi`` is the primitive 2N-th root ``ntt.NTTContext`` uses, so the
+    transforms agree with the numpy reference up to the order ``perm``."""
+    from trustlab.methods.jaguar.ntt import _primitive_root_2n
+
+    return NTTTables(n, tuple(primes), tuple(_primitive_root_2n(n, p) for p in primes))
+
+
+def _limb_rows(a: np.ndarray, n_limbs: int) -> np.ndarray:
+    if a.dtype != np.uint64 or not a.flags.c_contiguous:
+        raise ValueError("compiled NTT kernels need C-contiguous uint64 arrays")
+    if n_limbs > 1 and (a.ndim < 2 or a.shape[-2] != n_limbs):
+        raise ValueError(f"expected (..., {n_limbs}, N) limbs, got {a.shape}")
+    return a.reshape(-1, n_limbs, a.shape[-1])
+
+
+def ntt_forward(a: np.ndarray, tables: NTTTables) -> np.ndarray:
+    """In place: the forward NTT (bit-reversed order) of every polynomial of ``a``, shaped
+    (..., L, N) for L primes or (..., N) for one (values < 4p in, < p out)."""
+    _require()
+    _ntt_fwd_rows(_limb_rows(a, len(tables.primes)), tables.p, tables.roots, tables.roots_sh)
+    return a
+
+
+def ntt_inverse(a: np.ndarray, tables: NTTTables) -> np.ndarray:
+    """In place: the inverse of ``ntt_forward`` (values < 2p in, natural order out, < p)."""
+    _require()
+    _ntt_inv_rows(_limb_rows(a, len(tables.primes)), tables.p, tables.iroots, tables.iroots_sh,
+                  tables.ninv, tables.ninv_sh)
+    return a
+
+
+def shoup_quotients(w: np.ndarray, primes: tuple[int, ...]) -> np.ndarray:
+    """``floor(w * 2^64 / p_l)`` for ``w`` of shape (..., L, N) (limb ``l`` mod ``primes[l]``)."""
+    _require()
+    out = np.empty_like(w)
+    for li, p in enumerate(primes):
+        src = np.ascontiguousarray(w[..., li, :])
+        dst = np.empty_like(src)
+        _shoup_array(src, np.uint64(p), dst)
+        out[..., li, :] = dst
+    return out
+
+
+def ntt_accumulate(x_hat: np.ndarray, w_hat: np.ndarray, w_sh: np.ndarray,
+                   primes: tuple[int, ...], comps: tuple[int, ...], out: np.ndarray | None = None
+                   ) -> np.ndarray:
+    """``sum_b W_hat[o, b] * x_hat[b, r, c]`` per limb, fully reduced: (O, R, len(comps), L, N)."""
+    _require()
+    n_out = w_hat.shape[0]
+    shape = (n_out, x_hat.shape[1], len(comps), *w_hat.shape[2:])
+    if out is None:
+        out = np.empty(shape, dtype=np.uint64)
+    if x_hat.shape[0] >= 1 << 13:
+        raise ValueError("lazy accumulation supports fewer than 8192 input polynomials")
+    _ntt_acc(x_hat, w_hat, w_sh, np.array(primes, dtype=np.uint64), np.array(comps, np.int64), out)
+    return out
+
+
+def reduce_mod(a: np.ndarray, primes: tuple[int, ...]) -> np.ndarray:
+    """In place: reduce a (..., L, N) array limb-wise mod ``primes``."""
+    _require()
+    _reduce_rows(a.reshape(-1, len(primes), a.shape[-1]), np.array(primes, dtype=np.uint64))
+    return a
+
+
+def extend_negacyclic(polys: np.ndarray) -> np.ndarray:
+    """(..., N) uint64 -> (..., 2N) ``(-x, x)``: ``X^s x`` is the slice ``[N - s, 2N - s)``."""
+    _require()
+    n = polys.shape[-1]
+    flat = np.ascontiguousarray(polys).reshape(-1, n)
+    out = np.empty((flat.shape[0], 2 * n), dtype=np.uint64)
+    _extend(flat, out)
+    return out.reshape(*polys.shape[:-1], 2 * n)
+
+
+def _check_spa(ext: np.ndarray, shifts: np.ndarray, weights: np.ndarray) -> tuple[int, int]:
+    if ext.dtype != np.uint64 or ext.ndim != 3 or ext.shape[-1] % 2:
+        raise InputError(f"'ext' must be (B, R, 2N) uint64. Got {ext.dtype} {ext.shape}.")
+    n = ext.shape[-1] // 2
+    shifts = np.asarray(shifts)
+    if weights.ndim != 3 or weights.shape[1:] != (ext.shape[0], shifts.size):
+        raise InputError(f"'weights' must have shape (O, {ext.shape[0]}, {shifts.size}). "
+                         f"Got {weights.shape}.")
+    if shifts.size and (shifts.min() < 0 or shifts.max() >= n):
+        raise InputError(f"'shifts' must lie in [0, {n}).")
+    return ext.shape[1], n
+
+
+def _weights_u64(weights: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(weights, dtype=np.int64).view(np.uint64))
+
+
+def spa_full(ext: np.ndarray, shifts: np.ndarray, weights: np.ndarray,
+             out: np.ndarray | None = None) -> np.ndarray:
+    """All N coefficients: ``out[o, r] (+)= sum_b sum_t W[o, b, t] X^shift_t x[b, r]`` mod 2^64.
+
+    ext: (B, R, 2N) from ``extend_negacyclic``; shifts: (T,) in [0, N); weights: (O, B, T)
+    signed integers. Returns (O, R, N) uint64 (accumulated into ``out`` when given).
+    """
+    _require()
+    n_r, n = _check_spa(ext, shifts, weights)
+    if out is None:
+        out = np.zeros((weights.shape[0], n_r, n), dtype=np.uint64)
+    offs = (n - np.asarray(shifts, dtype=np.int64)).astype(np.int64)
+    _spa_full(np.ascontiguousarray(ext), offs, _weights_u64(weights), out)
+    return out
+
+
+def spa_used(ext: np.ndarray, shifts: np.ndarray, weights: np.ndarray, segments: tuple,
+             out: np.ndarray | None = None) -> np.ndarray:
+    """``spa_full`` at the used coefficients only (``segments`` from ``used_segments``)."""
+    _require()
+    seg_start, seg_len, col_step = segments
+    n_r, n = _check_spa(ext, shifts, weights)
+    if seg_start.shape[0] != n_r:
+        raise InputError(f"segments cover {seg_start.shape[0]} row tiles, the input has {n_r}.")
+    if out is None:
+        out = np.zeros((weights.shape[0], n_r, n), dtype=np.uint64)
+    offs = (n - np.asarray(shifts, dtype=np.int64)).astype(np.int64)
+    _spa_used(np.ascontiguousarray(ext), offs, _weights_u64(weights), seg_start, int(seg_len),
+              int(col_step), out)
+    return out
+
+
+def vector_registers(name: str) -> dict[str, int]:
+    """Counts of xmm/ymm/zmm register uses in a compiled kernel's assembly (0 ymm/zmm = no AVX)."""
+    _require()
+    fn = {"spa_full": _spa_full, "spa_used": _spa_used, "ntt_forward": _ntt_fwd_rows,
+          "ntt_inverse": _ntt_inv_rows, "ntt_accumulate": _ntt_acc}[name]
+    asm = "\n".join(fn.inspect_asm().values())
+    return {reg: asm.count(reg) for reg in ("xmm", "ymm", "zmm")}
