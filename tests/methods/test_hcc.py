@@ -316,3 +316,147 @@ def test_node_sets_helpers():
     assert s.n_nodes.tolist() == [2, 0]
     assert s.mean_depth() == pytest.approx(2.5)
     assert s.contains(np.array([h.classes.index("truck"), 0])).tolist() == [True, False]
+
+
+# -- the column order of the probabilities (issues 22 and 38: one rule) ----------------------
+
+
+def _int_tree_graph(parent_of_high_first: bool) -> nx.DiGraph:
+    """Integer leaves 0-5 under two parents; the insertion order is the only difference."""
+    g = nx.DiGraph()
+    groups = [("low", [0, 1, 2]), ("high", [3, 4, 5])]
+    for parent, leaves in groups[::-1] if parent_of_high_first else groups:
+        g.add_edge("root", parent)
+        for leaf in leaves:
+            g.add_edge(parent, leaf)
+    return g
+
+
+def test_networkx_integer_leaves_default_to_label_order():
+    """The reported case: the parent of 3-5 inserted first used to give classes 3,4,5,0,1,2."""
+    for first in (False, True):
+        h = Hierarchy.build(_int_tree_graph(first))
+        assert h.classes == ("0", "1", "2", "3", "4", "5")
+    # and the sets are reported under the right names: class 4 is certain, so its set is {4}
+    p = np.full((50, 6), 0.0)
+    p[:, 4] = 1.0
+    y = np.full(50, 4)
+    sets = HCC(_int_tree_graph(True), alpha=0.1).fit(p, y).predict(p[:3])
+    assert sets.to_names() == [["4"], ["4"], ["4"]]
+
+
+def _shuffled_formats(rng: np.random.Generator, tree: dict) -> list[object]:
+    """The same tree as a parent map, a nested dict and a graph, each in a random order."""
+    parents: dict[str, str] = {}
+    for top, sub in tree.items():
+        parents[top] = "root"
+        for mid, leaves in sub.items():
+            parents[mid] = top
+            for leaf in leaves:
+                parents[leaf] = mid
+    items = list(parents.items())
+    perm = rng.permutation(len(items))
+    shuffled_parents = {items[i][0]: items[i][1] for i in perm}
+    g = nx.DiGraph()
+    edges = [(p, c) for c, p in items]
+    for i in rng.permutation(len(edges)):
+        g.add_edge(*edges[i])
+    tops = list(tree)
+    nested = {}
+    for i in rng.permutation(len(tops)):
+        mids = list(tree[tops[i]])
+        nested[tops[i]] = {
+            mids[j]: [
+                tree[tops[i]][mids[j]][k] for k in rng.permutation(len(tree[tops[i]][mids[j]]))
+            ]
+            for j in rng.permutation(len(mids))
+        }
+    return [shuffled_parents, nested, g]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_shuffled_insertion_order_gives_the_same_sets(seed):
+    rng = np.random.default_rng(seed)
+    ref = Hierarchy.build(CIFAR_TREE)
+    p = rng.dirichlet(np.full(10, 0.3), size=600)
+    y = (p.cumsum(1) > rng.random((600, 1))).argmax(1)
+    want = HCC(ref, 0.1).fit(p[:300], y[:300]).predict(p[300:]).to_names()
+    for tree in _shuffled_formats(rng, CIFAR_TREE):
+        h = Hierarchy.build(tree)
+        assert h.classes == tuple(sorted(h.classes)) == ref.classes
+        got = HCC(tree, 0.1).fit(p[:300], y[:300]).predict(p[300:]).to_names()
+        assert [sorted(s) for s in got] == [sorted(s) for s in want]
+
+
+def test_default_order_is_scikit_learns_classes_order():
+    """A nested dict with probabilities from a scikit-learn model fitted on string labels."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    leaves = [leaf for sub in CIFAR_TREE.values() for group in sub.values() for leaf in group]
+    labels = rng.choice(leaves, size=3000)
+    x = np.eye(10)[[leaves.index(v) for v in labels]] + rng.normal(0, 0.8, (3000, 10))
+    clf = LogisticRegression(max_iter=500).fit(x[:1000], labels[:1000])
+    h = Hierarchy.build(CIFAR_TREE)
+    assert h.classes == tuple(clf.classes_)
+    p = clf.predict_proba(x[1000:])
+    y = np.array([h.classes.index(v) for v in labels[1000:]])
+    sets = HCC(h, 0.1).fit(p[:1000], y[:1000]).predict(p[1000:])
+    # coverage by *name*: the true label is under one of the set's named nodes
+    by_name = [
+        any(lab == n or lab in _leaves_under(h, n) for n in names)
+        for lab, names in zip(labels[2000:], sets.to_names(), strict=True)
+    ]
+    assert np.mean(by_name) == pytest.approx(sets.coverage(y[1000:]))
+    assert np.mean(by_name) >= 0.87
+
+
+def _leaves_under(h: Hierarchy, node: str) -> set[str]:
+    return {h.classes[k] for k in np.flatnonzero(h.membership[h.index(node)])}
+
+
+def test_dataframe_with_named_columns_is_aligned_by_name():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(1)
+    h = Hierarchy.build(CIFAR_TREE)
+    p = rng.dirichlet(np.full(10, 0.3), size=400)
+    y = (p.cumsum(1) > rng.random((400, 1))).argmax(1)
+    want = HCC(h, 0.1).fit(p[:200], y[:200]).predict(p[200:]).to_names()
+    order = rng.permutation(10)
+    frame = pd.DataFrame(p[:, order], columns=[h.classes[i] for i in order])
+    got = HCC(h, 0.1).fit(frame.iloc[:200], y[:200]).predict(frame.iloc[200:]).to_names()
+    assert got == want
+    bad = frame.rename(columns={h.classes[order[0]]: "zebra"})
+    with pytest.raises(InputError, match="zebra"):
+        HCC(h, 0.1).fit(bad.iloc[:200], y[:200])
+    # default integer columns are positional
+    plain = pd.DataFrame(p)
+    assert HCC(h, 0.1).fit(plain.iloc[:200], y[:200]).predict(plain.iloc[200:]).to_names() == want
+
+
+def test_unsortable_leaf_labels_need_classes():
+    g = nx.DiGraph([("r", 0), ("r", "a"), ("r", 1)])
+    with pytest.raises(InputError, match="classes="):
+        Hierarchy.build(g)
+    h = Hierarchy.build(g, classes=[0, "a", 1])
+    assert h.classes == ("0", "a", "1")
+
+
+@pytest.mark.parametrize("tree", [{"animals": "cat"}, {"animals": ["cat"]}, {"r": {"a": None}}])
+def test_one_class_tree_is_an_error(tree):
+    with pytest.raises(InputError, match="single class"):
+        Hierarchy.build(tree)
+
+
+def test_one_edge_parent_map_names_the_reading():
+    with pytest.raises(InputError, match=r"read as a parent map; .*\{parent: \[children\]\}"):
+        Hierarchy.build({"animals": "cat"})
+
+
+def test_probabilities_must_be_probabilities():
+    h = Hierarchy.build(CIFAR_TREE)
+    logits = np.random.default_rng(0).normal(size=(20, 10))
+    with pytest.raises(InputError, match=r"\[0, 1\]"):
+        HCC(h).fit(logits, np.zeros(20, dtype=int))
+    with pytest.raises(InputError, match="sum to 1"):
+        HCC(h).fit(np.full((20, 10), 0.5), np.zeros(20, dtype=int))

@@ -27,6 +27,7 @@ __all__ = ["Hierarchy", "NodeSets", "min_cost_cover"]
 
 _CHUNK = 8192  # points per chunk in tree passes: bounds memory at chunk x n_nodes floats
 _TIE = 1e-9  # relative slack in cost comparisons; ties go to the coarser node
+_ROW_SUM_ATOL = 1e-3  # probability rows may be off 1 by this much (float32 softmax, CSV rounding)
 
 
 def _name(node: Hashable) -> str:
@@ -39,7 +40,10 @@ class Hierarchy:
 
     Build one with :meth:`from_parents`, :meth:`from_nested`, :meth:`from_networkx` or
     :meth:`build` (any of the three). ``classes`` fixes the column order of probability
-    matrices; by default it is the order in which leaves are met in a depth-first walk.
+    matrices. Without it the columns are the leaf labels **sorted** (numbers numerically,
+    strings alphabetically): the order of scikit-learn's ``classes_`` for the same labels, and
+    one that does not depend on how the tree was written down. Leaf labels that cannot be
+    sorted (e.g. a mix of numbers and strings) need ``classes=``.
     """
 
     names: tuple[str, ...]
@@ -56,7 +60,9 @@ class Hierarchy:
 
         A dict is read as a parent map when every value is a node name or ``None``
         (``{"cat": "mammal", "mammal": "animal", "animal": None}``), otherwise as a nested
-        dict (``{"animal": {"mammal": ["cat", "dog"], "bird": None}}``).
+        dict (``{"animal": {"mammal": ["cat", "dog"], "bird": None}}``). Either way the tree
+        needs at least two classes (leaves), so a one-edge dict such as ``{"animals": "cat"}``
+        is an error rather than a one-class tree.
         """
         if isinstance(tree, Hierarchy):
             if classes is not None and tuple(_name(c) for c in classes) != tree.classes:
@@ -95,11 +101,15 @@ class Hierarchy:
                 "The parent map of a hierarchy must be a non-empty dict {child: parent}."
             )
         par: dict[str, str | None] = {}
+        labels: dict[str, Hashable] = {}
         for child, p in parents.items():
             c = _name(child)
             if c in par:
                 raise InputError(f"The node '{c}' appears twice in the parent map.")
             par[c] = None if p is None else _name(p)
+            labels[c] = child
+            if p is not None:
+                labels.setdefault(_name(p), p)
         for p in list(par.values()):
             if p is not None and p not in par:
                 par[p] = None
@@ -110,7 +120,7 @@ class Hierarchy:
         for c, p in par.items():
             if p is not None:
                 kids[p].append(c)
-        return cls._from_children(kids, par, classes)
+        return cls._from_children(kids, par, classes, labels, source="parent map")
 
     @classmethod
     def from_nested(
@@ -125,6 +135,7 @@ class Hierarchy:
         if len(tree) > 1:
             tree = {"root": dict(tree)}
         par: dict[str, str | None] = {}
+        labels: dict[str, Hashable] = {}
 
         def add(node: Hashable, parent: str | None, sub: Any) -> None:
             name = _name(node)
@@ -133,6 +144,7 @@ class Hierarchy:
                     f"The node '{name}' appears twice in the nested dict; node names must be unique."
                 )
             par[name] = parent
+            labels[name] = node
             if sub is None or (isinstance(sub, Mapping | list | tuple) and len(sub) == 0):
                 return
             if isinstance(sub, Mapping):
@@ -154,7 +166,7 @@ class Hierarchy:
         for c, p in par.items():
             if p is not None:
                 kids[p].append(c)
-        return cls._from_children(kids, par, classes)
+        return cls._from_children(kids, par, classes, labels, source="nested dict")
 
     @classmethod
     def from_networkx(cls, graph: Any, classes: Iterable[Hashable] | None = None) -> Hierarchy:
@@ -184,7 +196,8 @@ class Hierarchy:
         for u, v in graph.edges:
             par[names[v]] = names[u]
             kids[names[u]].append(names[v])
-        return cls._from_children(kids, par, classes)
+        labels = {s: n for n, s in names.items()}
+        return cls._from_children(kids, par, classes, labels, source="graph")
 
     @classmethod
     def _from_children(
@@ -192,6 +205,8 @@ class Hierarchy:
         kids: dict[str, list[str]],
         par: dict[str, str | None],
         classes: Iterable[Hashable] | None,
+        labels: Mapping[str, Hashable] | None = None,
+        source: str = "tree",
     ) -> Hierarchy:
         roots = [c for c, p in par.items() if p is None]
         if not roots:
@@ -224,29 +239,38 @@ class Hierarchy:
         if len(order) == 1:
             raise InputError("The hierarchy has a single node; it needs at least two classes.")
 
-        # depth-first leaf order is the natural default class order
-        dfs_leaves: list[str] = []
-        stack = [roots[0]]
-        while stack:
-            n = stack.pop()
-            if kids[n]:
-                stack.extend(reversed(kids[n]))
-            else:
-                dfs_leaves.append(n)
+        leaves = [n for n in order if not kids[n]]
+        if len(leaves) < 2:
+            reading = (
+                f" It was read as a {source}; a parent map is {{child: parent}}, a nested "
+                "dict is {parent: [children]}."
+                if source in ("parent map", "nested dict")
+                else ""
+            )
+            raise InputError(
+                f"The hierarchy has a single class ('{leaves[0]}'); it needs at least two "
+                f"leaves.{reading}"
+            )
         if classes is None:
-            cls_names = tuple(dfs_leaves)
+            cls_names = _sorted_leaves(leaves, labels or {})
         else:
+            if isinstance(classes, str | bytes):
+                raise InputError(
+                    "The 'classes' parameter of Hierarchy must be a list of leaf names. "
+                    f"Got the string {classes!r}."
+                )
             cls_names = tuple(_name(c) for c in classes)
             if len(set(cls_names)) != len(cls_names):
                 raise InputError("The 'classes' list has duplicates; each class is one leaf.")
-            leaves = set(dfs_leaves)
-            not_leaf = [c for c in cls_names if c not in leaves]
+            leaf_set = set(leaves)
+            not_leaf = [c for c in cls_names if c not in leaf_set]
             if not_leaf:
                 where = "an internal node" if not_leaf[0] in index else "not in the hierarchy"
                 raise InputError(
                     f"The class '{not_leaf[0]}' is {where}; every class must be a leaf."
                 )
-            missing = [c for c in dfs_leaves if c not in set(cls_names)]
+            given = set(cls_names)
+            missing = [c for c in leaves if c not in given]
             if missing:
                 raise InputError(
                     f"The leaf '{missing[0]}' is not a class; every leaf must be one of the "
@@ -376,23 +400,66 @@ class Hierarchy:
         return out
 
     def check_probs(self, probs: ArrayLike, name: str, where: str) -> NDArray[np.float64]:
-        """Validate an ``(n, n_classes)`` matrix of non-negative finite class scores."""
+        """Validate an ``(n, n_classes)`` matrix of class probabilities (rows sum to 1).
+
+        Columns follow :attr:`classes`. A pandas DataFrame whose columns are named is aligned
+        by name instead (its columns must be exactly the classes, in any order); a DataFrame
+        with default integer columns is read by position.
+        """
+        p = self._align_columns(probs, name, where)
         try:
-            p = np.asarray(probs, dtype=np.float64)
+            arr = np.asarray(p, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise InputError(
-                f"The '{name}' parameter of {where} must be a numeric (n, n_classes) array."
+                f"The '{name}' parameter of {where} must be a numeric (n, n_classes) array. "
+                f"Got {type(probs).__name__}."
             ) from exc
-        if p.ndim != 2 or p.shape[1] != self.n_classes:
+        if arr.ndim != 2 or arr.shape[1] != self.n_classes:
             raise InputError(
                 f"The '{name}' parameter of {where} must have shape (n, {self.n_classes}) "
-                f"(one column per class of the hierarchy). Got shape {p.shape}."
+                f"(one column per class of the hierarchy). Got shape {arr.shape}."
             )
-        if not np.isfinite(p).all() or (p < 0).any():
+        if arr.shape[0] == 0:
+            raise InputError(f"The '{name}' parameter of {where} must have at least one row.")
+        if not np.isfinite(arr).all():
             raise InputError(
-                f"The '{name}' parameter of {where} must hold finite, non-negative probabilities."
+                f"The '{name}' parameter of {where} must be finite. "
+                f"Got {int((~np.isfinite(arr)).sum())} NaN or inf values."
             )
-        return p
+        if (arr < 0).any() or (arr > 1).any():
+            raise InputError(
+                f"The '{name}' parameter of {where} must hold probabilities in [0, 1]. "
+                f"Got values in [{arr.min():.3g}, {arr.max():.3g}] (logits? apply a softmax)."
+            )
+        off = np.abs(arr.sum(axis=1) - 1.0)
+        if off.max() > _ROW_SUM_ATOL:
+            row = int(off.argmax())
+            raise InputError(
+                f"The rows of '{name}' in {where} must sum to 1 (tolerance {_ROW_SUM_ATOL:g}). "
+                f"Got a row off by {off[row]:.3g} (row {row})."
+            )
+        return arr
+
+    def _align_columns(self, probs: Any, name: str, where: str) -> Any:
+        """Reorder a DataFrame with named columns to :attr:`classes`; anything else unchanged."""
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - pandas is a core dependency
+            return probs
+        if not isinstance(probs, pd.DataFrame) or isinstance(probs.columns, pd.RangeIndex):
+            return probs
+        cols = [_name(c) for c in probs.columns]
+        if len(set(cols)) != len(cols):
+            raise InputError(f"The '{name}' parameter of {where} has duplicate column names.")
+        if set(cols) != set(self.classes):
+            extra = sorted(set(cols) - set(self.classes))[:3]
+            missing = sorted(set(self.classes) - set(cols))[:3]
+            raise InputError(
+                f"The columns of the '{name}' DataFrame in {where} must be the hierarchy's "
+                f"classes. Not classes: {extra}; classes without a column: {missing}."
+            )
+        pos = {c: i for i, c in enumerate(cols)}
+        return probs.iloc[:, [pos[c] for c in self.classes]]
 
     def describe(self) -> str:
         """The tree as indented text (for reports and debugging)."""
@@ -403,6 +470,25 @@ class Hierarchy:
             lines.append("  " * d + self.names[i])
             stack.extend((k, d + 1) for k in reversed(self.children[i]))
         return "\n".join(lines)
+
+
+def _sorted_leaves(leaves: list[str], labels: Mapping[str, Hashable]) -> tuple[str, ...]:
+    """The leaves sorted by their original labels (ints numerically, strings alphabetically).
+
+    This is the default column order of probability matrices: the order scikit-learn gives
+    ``classes_`` for the same labels, and one that does not depend on insertion order.
+    """
+    keys = [labels.get(n, n) for n in leaves]
+    try:
+        order = sorted(range(len(leaves)), key=lambda i: keys[i])
+    except TypeError:
+        kinds = sorted({type(k).__name__ for k in keys})
+        raise InputError(
+            f"The leaf labels of the hierarchy mix types that cannot be sorted ({', '.join(kinds)}), "
+            "so the column order of the probabilities is ambiguous; pass classes=[...] in the "
+            "order of the probability columns."
+        ) from None
+    return tuple(leaves[i] for i in order)
 
 
 def _key(graph: Any, name: str) -> Any:
