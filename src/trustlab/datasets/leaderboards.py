@@ -15,6 +15,7 @@ ordinal comparison and turns the table into the "higher is better" convention.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -50,7 +51,9 @@ class Leaderboard:
     """A score matrix of ``n_models`` × ``n_datasets``; higher is better, NaN marks a missing score.
 
     ``info`` holds the table's non-score columns (company, published aggregates, ...), indexed by
-    model, in the same row order as ``scores``.
+    model, in the same row order as ``scores``. ``notes`` says how a table was read: which
+    column named the models, which columns were not taken as scores and why, which models were
+    dropped (one line each, for the user to see).
     """
 
     scores: np.ndarray
@@ -58,6 +61,7 @@ class Leaderboard:
     datasets: tuple[str, ...]
     name: str = "leaderboard"
     info: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False, compare=False)
+    notes: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         scores = np.asarray(self.scores, dtype=float)
@@ -144,6 +148,7 @@ class Leaderboard:
             tuple(self.datasets[j] for j in cols),
             name=name or self.name,
             info=info,
+            notes=self.notes,
         )
 
     def drop_datasets(self, datasets: Iterable[str], name: str | None = None) -> Leaderboard:
@@ -184,61 +189,77 @@ class Leaderboard:
     ) -> Leaderboard:
         """Build a leaderboard from a DataFrame with one row per model.
 
-        ``model_column``: the column naming the models (default: the index if it is not a
-        RangeIndex, else the first non-numeric column). ``dataset_columns``: the score columns
-        (default: every numeric column that is not the model column). Other columns go to
-        ``info``. ``higher_is_better``: True, or a mapping dataset → bool; columns with False are
-        negated. ``duplicates``: "error", "first" or "last" for repeated model names.
+        ``model_column``: the column naming the models. Default: the index if it is not a
+        RangeIndex, else the text column called like a model column (``model``, ``name``, ...),
+        else the only text column whose values are unique; an ambiguous table is an error
+        naming the candidates. ``dataset_columns``: the score columns. Default: every other
+        column whose cells are numbers (percent cells such as ``50%`` are read as 50), except
+        columns named like metadata (identifiers, ranks, parameter counts, dates, published
+        averages); what was left out and why is in :attr:`notes`. A column that is mostly
+        numeric with a few cells that are not numbers is an error naming those cells, never
+        dropped. Models with no score at all are dropped (and named in :attr:`notes`): they
+        can neither win nor be beaten. ``higher_is_better``: True, or a mapping dataset → bool;
+        columns with False are negated. ``duplicates``: "error", "first" or "last" for repeated
+        model names.
         """
         if not isinstance(frame, pd.DataFrame):
             raise InputError(f"from_frame needs a pandas DataFrame. Got {type(frame).__name__}.")
-        df = frame.copy()
-        if model_column is None:
-            if not isinstance(df.index, pd.RangeIndex):
-                df = df.reset_index()
-                model_column = str(df.columns[0])
-            else:
-                non_numeric = [
-                    c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])
-                ]
-                if not non_numeric:
-                    raise DataError(
-                        "Cannot tell which column names the models: no non-numeric column. "
-                        "Pass model_column=..."
-                    )
-                model_column = str(non_numeric[0])
-        if model_column not in df.columns:
-            raise DataError(f"Model column '{model_column}' is not in the table.")
-        if dataset_columns is None:
-            dataset_columns = [
-                str(c)
-                for c in df.columns
-                if c != model_column and pd.api.types.is_numeric_dtype(df[c])
-            ]
-        else:
-            missing = [c for c in dataset_columns if c not in df.columns]
-            if missing:
-                raise DataError(f"Dataset columns {missing} are not in the table.")
-            dataset_columns = [str(c) for c in dataset_columns]
-        if not dataset_columns:
-            raise DataError("The table has no numeric score columns.")
         if duplicates not in ("error", "first", "last"):
             raise InputError(
                 f"The 'duplicates' parameter must be 'error', 'first' or 'last'. Got '{duplicates}'."
             )
-        names = df[model_column].astype(str)
+        df = frame.copy()
+        if not isinstance(df.index, pd.RangeIndex) and model_column is None:
+            df = df.reset_index()
+            model_column = str(df.columns[0])
+        df.columns = [_clean_header(c) for c in df.columns]
+        if len(set(df.columns)) != len(df.columns):
+            dup = pd.Series(df.columns)[pd.Series(df.columns).duplicated()].iloc[0]
+            raise DataError(f"The table has two columns named '{dup}'.")
+        if df.empty:
+            raise DataError("The table has no rows (one row per model is expected).")
+        notes: list[str] = []
+        model_column = _pick_model_column(df, model_column, notes)
+        names = df[model_column].astype(str).str.strip()
         if names.duplicated().any():
             if duplicates == "error":
                 dup = names[names.duplicated()].iloc[0]
                 raise DataError(
-                    f"Model '{dup}' appears more than once; pass duplicates='first' or 'last'."
+                    f"Model '{dup}' appears more than once in column '{model_column}'; keep one "
+                    "row per model (library: duplicates='first' or 'last'; CLI: --duplicates "
+                    "first|last), or name the right column with model_column= (CLI: "
+                    "--model-column)."
                 )
-            df = df.loc[~names.duplicated(keep=duplicates)]
-            names = df[model_column].astype(str)
-        try:
-            values = df[dataset_columns].apply(pd.to_numeric, errors="raise").to_numpy(float)
-        except (ValueError, TypeError) as exc:
-            raise DataError(f"Score columns must be numeric (or empty / '-' for missing): {exc}") from None
+            keep = ~names.duplicated(keep=duplicates)
+            notes.append(
+                f"kept the {duplicates} row of {int((~keep).sum())} repeated model name(s)"
+            )
+            df, names = df.loc[keep], names.loc[keep]
+        others = [c for c in df.columns if c != model_column]
+        if dataset_columns is None:
+            values, dataset_columns = _score_columns(df, others, names, notes)
+        else:
+            if isinstance(dataset_columns, str):
+                raise InputError(
+                    "The 'dataset_columns' parameter must be a list of column names. "
+                    f"Got the string {dataset_columns!r}."
+                )
+            dataset_columns = [_clean_header(c) for c in dataset_columns]
+            missing = [c for c in dataset_columns if c not in df.columns]
+            if missing:
+                raise DataError(
+                    f"Dataset columns {missing} are not in the table (its columns: "
+                    f"{', '.join(map(str, df.columns))})."
+                )
+            if model_column in dataset_columns:
+                raise DataError(f"The model column '{model_column}' cannot also be a dataset.")
+            parsed = [_parse_column(df[c], c, names, notes) for c in dataset_columns]
+            bad = [p for p in parsed if isinstance(p, str)]
+            if bad:
+                raise DataError(bad[0])
+            values = np.column_stack(parsed) if parsed else np.zeros((len(df), 0))
+        if not dataset_columns:
+            raise DataError("The table has no score columns. " + " ".join(notes))
         if isinstance(higher_is_better, Mapping):
             unknown = set(higher_is_better) - set(dataset_columns)
             if unknown:
@@ -247,24 +268,227 @@ class Leaderboard:
         else:
             sign = np.ones(len(dataset_columns)) if higher_is_better else -np.ones(len(dataset_columns))
         values = values * sign
-        info_cols = [c for c in df.columns if c != model_column and str(c) not in dataset_columns]
+        scored = ~np.isnan(values).all(axis=1)
+        if not scored.all():
+            gone = names[~scored].tolist()
+            notes.append(
+                f"dropped {len(gone)} model(s) without any score (they can neither win nor be "
+                f"beaten): {_short_list(gone)}"
+            )
+            df, names, values = df.loc[scored], names[scored], values[scored]
+        info_cols = [c for c in others if c not in dataset_columns]
         info = df[info_cols].copy()
         info.index = pd.Index(names.to_list(), name="model")
-        return cls(values, tuple(names), tuple(dataset_columns), name=name, info=info)
+        notes.insert(0, f"model names from column '{model_column}'")
+        return cls(values, tuple(names), tuple(dataset_columns), name=name, info=info,
+                   notes=tuple(notes))
+
+    def describe(self) -> str:
+        """One paragraph saying what was read: shape, score columns, and :attr:`notes`."""
+        head = (
+            f"{self.name}: {self.n_models} models x {self.n_datasets} datasets "
+            f"({_short_list(self.datasets, 8)})"
+        )
+        return "; ".join([head, *self.notes]) + "."
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], **kwargs: object) -> Leaderboard:
-        """Read a CSV, TSV (``.tsv``/``.tab``) or parquet file; keyword arguments go to
-        :meth:`from_frame`."""
+    def from_file(
+        cls, path: str | os.PathLike[str], *, decimal: str = ".", **kwargs: object
+    ) -> Leaderboard:
+        """Read a CSV, TSV (``.tsv``/``.tab``) or parquet file; other keyword arguments go to
+        :meth:`from_frame`.
+
+        The separator is detected (an Excel ``sep=;`` first line is honoured), a UTF-8 byte
+        order mark is ignored, and ``decimal=","`` reads decimal commas (``0,5``).
+        """
         p = Path(path)
+        if p.is_dir():
+            raise DataError(f"Leaderboard path '{p}' is a folder; give a CSV/TSV/parquet file.")
         if not p.is_file():
             raise DataError(f"Leaderboard file '{p}' does not exist.")
-        frame = _read_table(p)
+        if decimal not in (".", ","):
+            raise InputError(f"The 'decimal' parameter must be '.' or ','. Got {decimal!r}.")
+        frame = _read_table(p, decimal)
         kwargs.setdefault("name", p.stem)
         return cls.from_frame(frame, **kwargs)  # type: ignore[arg-type]
 
 
-def _read_table(path: Path) -> pd.DataFrame:
+# -------------------------------------------------------------------- reading a table
+_MODEL_NAME = re.compile(r"(^|[^a-z])(model|models|name|llm|system|checkpoint)([^a-z]|$)", re.I)
+#: Numeric columns that describe a model rather than score it, by name (reason, pattern).
+_METADATA = (
+    ("an identifier or rank", r"^(id|ids|idx|index|rank|ranking|no|#|row|unnamed:?\s*\d*)$|(^|[_\s])id$"),
+    ("a model size", r"param|^size$|^n_?params|billion|^#\s*params|flops|tokens"),
+    ("a date", r"date|year|release|updated|time"),
+    (
+        "a published aggregate of the other columns",
+        r"^(average|avg|mean|overall|total|mean win rate|win rate|average_score)$|^avg[_\s]|[_\s]avg$",
+    ),
+    ("a cost or licence field", r"price|cost|licen[cs]e|hub|likes|downloads"),
+)
+_DECIMAL_COMMA = re.compile(r"^[+-]?\d+,\d+$")
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _clean_header(col: object) -> str:
+    """A column name without a byte order mark or surrounding spaces."""
+    return str(col).replace("\ufeff", "").strip()
+
+
+def _short_list(items: Sequence[object], limit: int = 5) -> str:
+    items = [str(i) for i in items]
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
+def _pick_model_column(df: pd.DataFrame, model_column: str | None, notes: list[str]) -> str:
+    if model_column is not None:
+        col = _clean_header(model_column)
+        if col not in df.columns:
+            raise DataError(
+                f"Model column '{col}' is not in the table (its columns: "
+                f"{_short_list(list(df.columns), 12)})."
+            )
+        return col
+    text = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
+    text = [c for c in text if _numeric_share(df[c]) < 0.5]
+    if not text:
+        raise DataError(
+            "Cannot tell which column names the models: the table has no text column. "
+            "Pass model_column=... (CLI: --model-column)."
+        )
+    named = [c for c in text if _MODEL_NAME.search(c)]
+    unique = [c for c in text if df[c].astype(str).str.strip().is_unique]
+    for pool in (named, unique if len(unique) == 1 else [], text if len(text) == 1 else []):
+        if len(pool) == 1:
+            return pool[0]
+    if len(named) > 1:
+        unique_named = [c for c in named if c in unique]
+        if len(unique_named) == 1:
+            return unique_named[0]
+    raise DataError(
+        f"Cannot tell which column names the models: {_short_list(text)} are all text columns. "
+        "Pass model_column=... (CLI: --model-column)."
+    )
+
+
+def _numeric_share(col: pd.Series) -> float:
+    cells = col.dropna().astype(str).str.strip()
+    cells = cells[~cells.isin(MISSING_TOKENS)]
+    if cells.empty:
+        return 0.0
+    ok = cells.str.match(_NUMBER.pattern) | cells.str.rstrip("%").str.strip().str.match(
+        _NUMBER.pattern
+    )
+    return float(ok.mean())
+
+
+def _metadata_reason(col: str) -> str | None:
+    for reason, pattern in _METADATA:
+        if re.search(pattern, col, re.I):
+            return reason
+    return None
+
+
+def _score_columns(
+    df: pd.DataFrame, columns: list[str], names: pd.Series, notes: list[str]
+) -> tuple[np.ndarray, list[str]]:
+    """Pick and parse the score columns; every column left out gets a note with the reason."""
+    kept: list[str] = []
+    values: list[np.ndarray] = []
+    left_out: list[str] = []
+    for c in columns:
+        reason = _metadata_reason(c)
+        if reason is not None:
+            left_out.append(f"{c} ({reason})")
+            continue
+        parsed = _parse_column(df[c], c, names, notes)
+        if isinstance(parsed, str):  # a column that is not numbers at all
+            left_out.append(f"{c} ({parsed})")
+            continue
+        if _is_row_number(parsed):
+            left_out.append(f"{c} (consecutive whole numbers: an identifier)")
+            continue
+        kept.append(c)
+        values.append(parsed)
+    if left_out:
+        notes.append("not taken as scores: " + "; ".join(left_out))
+    arr = np.column_stack(values) if values else np.zeros((len(df), 0))
+    return arr, kept
+
+
+def _is_row_number(values: np.ndarray) -> bool:
+    v = values[~np.isnan(values)]
+    if v.size < 3 or v.size < values.size or np.any(v != np.round(v)):
+        return False
+    srt = np.sort(v)
+    return bool(np.all(np.diff(srt) == 1) and srt[0] in (0, 1))
+
+
+def _parse_column(col: pd.Series, name: str, models: pd.Series, notes: list[str]) -> np.ndarray | str:
+    """A score column as floats (NaN = missing), or the reason it is not a score column.
+
+    Raises DataError for a column that is mostly numbers with a few cells that are not, and
+    for decimal commas; both name the cause and the cells.
+    """
+    if pd.api.types.is_bool_dtype(col):
+        return "true/false values"
+    if pd.api.types.is_numeric_dtype(col):
+        out = col.to_numpy(dtype=float)
+        if np.isinf(out).any():
+            row = int(np.flatnonzero(np.isinf(out))[0])
+            raise DataError(
+                f"Column '{name}' has an infinite score at row {row + 1} (model "
+                f"'{models.iloc[row]}'); scores must be finite or missing."
+            )
+        return out
+    cells = col.astype(object).where(col.notna(), None)
+    text = [None if v is None else str(v).strip() for v in cells]
+    missing = [t is None or t in MISSING_TOKENS for t in text]
+    present = [i for i, m in enumerate(missing) if not m]
+    if not present:
+        return "no values"
+    plain = [i for i in present if _NUMBER.match(text[i])]
+    pct = [i for i in present if text[i].endswith("%") and _NUMBER.match(text[i][:-1].strip())]
+    comma = [i for i in present if _DECIMAL_COMMA.match(text[i].rstrip("%").strip())]
+    if comma and len(comma) + len(plain) + len(pct) >= len(present) and len(comma) >= len(plain):
+        ex = text[comma[0]]
+        raise DataError(
+            f"Column '{name}' uses decimal commas (e.g. '{ex}' at row {comma[0] + 1}); read the "
+            "file with decimal=',' (CLI: --decimal ,) or convert the cells to '0.5'."
+        )
+    numeric = len(plain) + len(pct)
+    bad = [i for i in present if i not in set(plain) | set(pct)]
+    if numeric == 0:
+        return "text"
+    if pct and plain:
+        raise DataError(
+            f"Column '{name}' mixes percent cells (e.g. '{text[pct[0]]}' at row {pct[0] + 1}) "
+            f"and plain numbers (e.g. '{text[plain[0]]}' at row {plain[0] + 1}); use one unit."
+        )
+    if bad:
+        if numeric < len(bad):  # mostly text: a label column with a few numbers
+            return "text"
+        shown = ", ".join(
+            f"row {i + 1} (model '{models.iloc[i]}'): {text[i]!r}" for i in bad[:5]
+        )
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise DataError(
+            f"Column '{name}' is mostly numbers but {len(bad)} cell(s) are not: {shown}{more}. "
+            f"Fix them or leave them empty (missing: '', '-', 'NA')."
+        )
+    out = np.full(len(text), np.nan)
+    if pct:
+        for i in pct:
+            out[i] = float(text[i][:-1])
+        notes.append(f"column '{name}' read as percentages ('{text[pct[0]]}' -> {out[pct[0]]:g})")
+    else:
+        for i in plain:
+            out[i] = float(text[i])
+    return out
+
+
+def _read_table(path: Path, decimal: str = ".") -> pd.DataFrame:
     suffix = path.suffix.lower()
     try:
         if suffix in (".parquet", ".pq"):
@@ -276,10 +500,19 @@ def _read_table(path: Path) -> pd.DataFrame:
                     "Install it with: pip install pyarrow"
                 ) from None
         sep = "\t" if suffix in (".tsv", ".tab") else None
+        skip = 0
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
+            first = fh.readline().strip()
+        declared = re.fullmatch(r'"?sep=(.)"?', first)
+        if declared:  # Excel's explicit separator line
+            sep, skip = declared.group(1), 1
         return pd.read_csv(
             path,
             sep=sep,
             engine="python",
+            encoding="utf-8-sig",
+            skiprows=skip,
+            decimal=decimal,
             na_values=list(MISSING_TOKENS),
             keep_default_na=True,
         )

@@ -8,7 +8,7 @@ import numpy as np
 import typer
 
 from trustlab.core.errors import InputError
-from trustlab.datasets.leaderboards import load_leaderboard
+from trustlab.datasets.leaderboards import BUILTIN_LEADERBOARDS, load_leaderboard
 from trustlab.methods.bribery.bribe import DEFAULT_MARGIN, BribeModel
 from trustlab.methods.bribery.robustness import ALL_RULES, robustness
 
@@ -29,12 +29,34 @@ def robustness_cmd(
         help="Bribed score = this value instead (e.g. 100).")] = None,
     time_limit: Annotated[float, typer.Option(help="ILP seconds per target.")] = 10.0,
     model_column: Annotated[str | None, typer.Option(help="Column naming the models.")] = None,
+    datasets: Annotated[str | None, typer.Option(
+        help="Comma-separated score columns (default: every numeric column that is not "
+        "metadata; the output lists what was left out).")] = None,
+    duplicates: Annotated[str, typer.Option(
+        help="Repeated model names: error, first or last row.")] = "error",
+    decimal: Annotated[str, typer.Option(help="Decimal mark of the file: '.' or ','.")] = ".",
 ) -> None:
     """Print the minimum bribe (number of datasets, and which) for the target or every model."""
     if rule not in ALL_RULES:
         raise InputError(f"Unknown rule '{rule}'. Choose one of: {', '.join(ALL_RULES)}.")
-    kwargs = {} if model_column is None else {"model_column": model_column}
+    if time_limit <= 0:
+        raise InputError(f"--time-limit must be > 0 seconds. Got {time_limit:g}.")
+    kwargs: dict[str, object] = {}
+    if model_column is not None:
+        kwargs["model_column"] = model_column
+    if datasets is not None:
+        kwargs["dataset_columns"] = [d.strip() for d in datasets.split(",") if d.strip()]
+    if duplicates != "error":
+        kwargs["duplicates"] = duplicates
+    if decimal != ".":
+        kwargs["decimal"] = decimal
+    if kwargs and scores in BUILTIN_LEADERBOARDS:
+        raise InputError(
+            f"'{scores}' is a built-in leaderboard; --model-column, --datasets, --duplicates "
+            "and --decimal apply to files only."
+        )
     lb = load_leaderboard(scores, **kwargs)
+    typer.echo(lb.describe())
     bm = BribeModel(margin=margin, ceiling=ceiling)
     targets = [lb.model_index(target)] if target is not None else range(lb.n_models)
     ks = []

@@ -44,6 +44,7 @@ __all__ = [
     "RobustnessProfile",
     "brute_force_robustness",
     "brute_force_shift_bribery",
+    "greedy_robustness",
     "is_winner",
     "mean_robustness_all",
     "median_robustness_all",
@@ -349,8 +350,7 @@ def robustness(
     if chosen is None:
         infeasible = status in ("optimal", "infeasible")
         reason = (
-            f"cannot become the unique winner under '{rule}' even by bribing all "
-            f"{int((~np.isnan(w) & (w > s[t])).sum())} bribable datasets"
+            _infeasible_reason(s, t, rule, model, models)
             if infeasible
             else f"solver stopped ({status}) without a feasible bribe"
         )
@@ -365,6 +365,31 @@ def robustness(
                        optimal=optimal and verified, lower_bound=float(k if lb is None else lb),
                        upper_bound=float(k), method=method, status=status, verified=verified,
                        solve_time=elapsed, dataset_indices=tuple(chosen))
+
+
+def _infeasible_reason(
+    s: np.ndarray, t: int, rule: str, model: BribeModel, models: Sequence[str]
+) -> str:
+    """Why the target cannot win even with every bribe: for pairwise majority, name who blocks."""
+    bribable = np.flatnonzero(model.bribable(s, t))
+    text = (
+        f"cannot become the unique winner under '{rule}' even by bribing all {bribable.size} "
+        "bribable datasets"
+    )
+    if rule not in ("condorcet", "copeland"):
+        return text
+    row = target_margins(apply_bribe(s, t, bribable, model), t)
+    row[t] = 1
+    blockers = np.flatnonzero(row <= 0)
+    if not blockers.size:
+        return text
+    shared = (~np.isnan(s[t]))[None, :] & ~np.isnan(s[blockers])
+    parts = []
+    for j, n_shared in zip(blockers[:3], shared.sum(axis=1)[:3], strict=True):
+        why = "they share no dataset" if n_shared == 0 else f"they share {n_shared} dataset(s)"
+        parts.append(f"'{models[j]}' ({why})")
+    more = f" and {blockers.size - 3} more" if blockers.size > 3 else ""
+    return text + f"; it still does not beat {', '.join(parts)}{more} in pairwise majority"
 
 
 # ------------------------------------------------------------------- all targets
@@ -449,6 +474,44 @@ def brute_force_robustness(
                        lower_bound=np.inf, upper_bound=np.inf, method="brute-force",
                        status="infeasible", reason="no subset of datasets makes it win",
                        solve_time=time.perf_counter() - t0)
+
+
+def greedy_robustness(
+    scores, target: int | str, rule: str, model: BribeModel | None = None
+) -> BribeResult:
+    """A heuristic upper bound: bribe, one at a time, the dataset where the target is below
+    the most models, until it wins.
+
+    This is the obvious baseline a practitioner would try; it is not optimal for the rules
+    whose winner depends on pairwise comparisons (mean win rate, Borda, pairwise majority),
+    which is why :func:`robustness` solves those exactly. ``k`` is never below the optimum.
+    """
+    check_rule(rule, ALL_RULES)
+    s, models, datasets = _scores_and_names(scores)
+    t = _target_index(scores, target)
+    model = model or BribeModel()
+    common = {"target": t, "target_name": models[t], "rule": rule, "n_datasets": s.shape[1]}
+    t0 = time.perf_counter()
+    left = set(np.flatnonzero(model.bribable(s, t)).tolist())
+    chosen: list[int] = []
+    cur = s
+    while not is_winner(cur, t, rule):
+        if not left:
+            return BribeResult(**common, k=None, datasets=(), feasible=False, optimal=False,
+                               lower_bound=0.0, upper_bound=np.inf, method="greedy",
+                               status="no win found",
+                               reason="greedy bribed every bribable dataset without winning",
+                               solve_time=time.perf_counter() - t0)
+        d = max(left, key=lambda j: (int(np.sum(cur[:, j] > cur[t, j])), -j))
+        left.remove(d)
+        chosen.append(d)
+        cur = apply_bribe(s, t, chosen, model)
+    k = len(chosen)
+    idx = tuple(sorted(chosen))
+    return BribeResult(**common, k=k, datasets=tuple(datasets[d] for d in idx), feasible=True,
+                       optimal=k == 0, lower_bound=0.0, upper_bound=float(k), method="greedy",
+                       status="heuristic", verified=True, solve_time=time.perf_counter() - t0,
+                       dataset_indices=idx)
 
 
 # ------------------------------------------------------------------- shift bribery
