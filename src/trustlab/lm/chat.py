@@ -21,8 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-import torch
-
 from trustlab.core.errors import (
     BackendError,
     DataError,
@@ -78,11 +76,14 @@ def _check_common(conversations: Sequence[Prompt], max_new_tokens: int, temperat
 
 
 class HFChatModel:
-    """Chat with a local :class:`LanguageModel` through ``transformers``' ``generate``.
+    """Chat with a local :class:`LanguageModel` through the KV-cached decoder
+    (:func:`trustlab.lm.decoding.generate_rows`).
 
-    ``temperature=0`` is greedy; otherwise plain sampling (no top-k/top-p) seeded by ``seed``
-    inside a forked RNG, so the global torch RNG is left untouched. Replies for one batch
-    composition are reproducible; ``interventions`` are active during every generation.
+    ``temperature=0`` is greedy (the same replies as ``transformers``' greedy ``generate``,
+    tested); otherwise plain sampling (no top-k/top-p) from a private generator seeded by
+    ``seed``, so the global torch RNG is left untouched. Replies for one batch composition are
+    reproducible; ``interventions`` are active during every generation. ``generate`` also takes
+    a stop rule (``settled``) and per-row ``steering`` (see the decoder).
     """
 
     def __init__(
@@ -93,6 +94,8 @@ class HFChatModel:
         interventions: Sequence[Intervention] = (),
         name: str | None = None,
     ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InputError(f"batch_size must be a whole number >= 1. Got {batch_size!r}.")
         self.lm = lm
         self.batch_size = batch_size
         self.interventions = tuple(interventions)
@@ -113,43 +116,26 @@ class HFChatModel:
         max_new_tokens: int = 128,
         temperature: float = 0.0,
         seed: int = 0,
+        *,
+        settled: Callable[[int, str], bool] | None = None,
+        steering: Any = None,
+        progress: Callable[..., Any] | None = None,
     ) -> list[str]:
         convs = _check_common(conversations, max_new_tokens, temperature)
-        from transformers import GenerationConfig
+        from trustlab.lm.decoding import generate_rows
 
-        lm = self.lm
-        sample = float(temperature) > 0.0
-        config = GenerationConfig(
-            max_new_tokens=int(max_new_tokens),
-            do_sample=sample,
-            temperature=float(temperature) if sample else 1.0,
-            top_k=0 if sample else None,
-            top_p=1.0,
-            pad_token_id=lm.pad_token_id,
-            eos_token_id=lm.eos_token_ids or None,
-        )
-        token_ids = lm.tokenize(convs)
-        replies: list[str] = [""] * len(convs)
-        order = sorted(range(len(convs)), key=lambda i: len(token_ids[i]))
-        size = max(1, int(self.batch_size))
-        with (
-            torch.no_grad(),
-            intervene(lm, *self.interventions),
-            torch.random.fork_rng(devices=[] if lm.device.type == "cpu" else [lm.device]),
-        ):
-            torch.manual_seed(int(seed))
-            for start in range(0, len(order), size):
-                chunk = order[start : start + size]
-                batch = lm.pad([token_ids[i] for i in chunk], "left")
-                out = lm.model.generate(
-                    input_ids=batch.input_ids,
-                    attention_mask=batch.attention_mask,
-                    generation_config=config,
-                )
-                new = out[:, batch.input_ids.shape[1] :]
-                for row, i in enumerate(chunk):
-                    replies[i] = lm.tokenizer.decode(new[row], skip_special_tokens=True).strip()
-        return replies
+        with intervene(self.lm, *self.interventions):
+            return generate_rows(
+                self.lm,
+                convs,
+                max_new_tokens=int(max_new_tokens),
+                temperature=float(temperature),
+                seed=int(seed),
+                settled=settled,
+                steering=steering,
+                batch_size=self.batch_size,
+                progress=progress,
+            )
 
 
 class ScriptedChatModel:

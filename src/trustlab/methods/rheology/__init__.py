@@ -1,6 +1,20 @@
 """LLM Rheology: Fisher–Rao manifold sensitivity along the refusal direction, coupling cosines
-and causal injection with matched-norm placebo controls (see docs/methods/rheology.md)."""
+and causal injection with matched-norm placebo controls (see docs/methods/rheology.md).
 
+The steering tools it stands on (the refusal direction, placebos, the harm gate, per-row
+additions and the early-stopping decoder) live in :mod:`trustlab.lm`; they are re-exported here
+for convenience.
+"""
+
+from trustlab.lm.decoding import exact_match_settled, greedy_rows, refusal_settled
+from trustlab.lm.steering import (
+    HarmGate,
+    RefusalDirection,
+    layer_candidates,
+    layer_cosines,
+    placebo_directions,
+    row_additions,
+)
 from trustlab.methods.rheology.audit import (
     AuditSettings,
     ModelAudit,
@@ -9,20 +23,11 @@ from trustlab.methods.rheology.audit import (
     organism_prompt_sets,
     public_prompt_sets,
 )
-from trustlab.methods.rheology.directions import RefusalDirection, layer_candidates, layer_cosines
-from trustlab.methods.rheology.injection import (
-    HarmGate,
-    exact_match_settled,
-    greedy_rows,
-    refusal_settled,
-)
 from trustlab.methods.rheology.sensitivity import (
     SensitivityCurve,
     fisher_metric_speed,
     fisher_speed,
-    placebo_directions,
     ratio_ci,
-    row_additions,
     sensitivity_curve,
     typical_norm,
 )

@@ -14,18 +14,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from trustlab.lm import LanguageModel, Prompt, RefusalJudge, refusal_token_ids
-from trustlab.methods.rheology.directions import RefusalDirection, layer_candidates
-from trustlab.methods.rheology.injection import (
+from trustlab.lm import (
     HarmGate,
+    LanguageModel,
+    Prompt,
+    RefusalDirection,
+    RefusalJudge,
     exact_match_settled,
     greedy_rows,
+    layer_candidates,
+    placebo_directions,
     refusal_settled,
+    refusal_token_ids,
 )
 from trustlab.methods.rheology.sensitivity import (
     SensitivityCurve,
     fisher_speed,
-    placebo_directions,
     ratio_ci,
     sensitivity_curve,
     typical_norm,

@@ -29,15 +29,13 @@ import numpy as np
 import torch
 
 from trustlab.core.errors import InputError
-from trustlab.lm import LanguageModel, Prompt, fisher_rao, hook
+from trustlab.lm import LanguageModel, Prompt, fisher_rao, row_additions
 
 __all__ = [
     "SensitivityCurve",
     "fisher_metric_speed",
     "fisher_speed",
-    "placebo_directions",
     "ratio_ci",
-    "row_additions",
     "sensitivity_curve",
     "typical_norm",
 ]
@@ -56,44 +54,6 @@ def fisher_metric_speed(logits: torch.Tensor, dlogits: torch.Tensor) -> torch.Te
     p = torch.softmax(z, -1)
     mean = (p * dz).sum(-1, keepdim=True)
     return ((p * (dz - mean) ** 2).sum(-1)).clamp_min(0.0).sqrt()
-
-
-def placebo_directions(
-    n: int, d_model: int, generator: torch.Generator, *, exclude: torch.Tensor | None = None
-) -> torch.Tensor:
-    """``n`` random unit directions [n, d_model] (isotropic Gaussian, normalised).
-
-    With ``exclude`` (a direction), each placebo is first made orthogonal to it, so a placebo
-    never carries part of the effect it is a control for.
-    """
-    if n < 1:
-        raise InputError(f"The number of placebo directions must be >= 1. Got {n}.")
-    g = torch.randn((n, d_model), generator=generator, dtype=torch.float64)
-    if exclude is not None:
-        e = torch.as_tensor(exclude, dtype=torch.float64).reshape(-1)
-        e = e / e.norm()
-        g = g - (g @ e).unsqueeze(-1) * e
-    return (g / g.norm(dim=-1, keepdim=True)).float()
-
-
-@contextlib.contextmanager
-def row_additions(lm: LanguageModel, site: str, deltas: torch.Tensor) -> Iterator[None]:
-    """Add ``deltas[b]`` [B, D] to row ``b`` of the batch at ``site``, at every real token.
-
-    The batch in flight must have exactly ``B`` rows (the caller builds it). Autograd flows
-    into ``deltas``.
-    """
-
-    def fn(_site: str, h: torch.Tensor, step) -> torch.Tensor:
-        if h.shape[0] != deltas.shape[0]:
-            raise InputError(
-                f"row_additions got a batch of {h.shape[0]} rows for {deltas.shape[0]} deltas."
-            )
-        valid = step.valid.unsqueeze(-1).to(h.dtype)
-        return h + valid * deltas.to(h.dtype).unsqueeze(1)
-
-    with hook(lm, site, fn):
-        yield
 
 
 def _token_rows(
