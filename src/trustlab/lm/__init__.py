@@ -57,6 +57,8 @@ from trustlab.lm.distributions import (
     sequence_logprobs,
     total_variation,
 )
+from trustlab.lm.evaluation import Decoding, Evaluation, Transform, evaluate, judge_replies
+from trustlab.lm.formatting import format_chat
 from trustlab.lm.hooks import StepState, hook
 from trustlab.lm.interventions import (
     AblateDirection,
@@ -94,6 +96,7 @@ from trustlab.lm.judges import (
 from trustlab.lm.loading import load, register_resolver, registered_schemes
 from trustlab.lm.model import PLAIN_TEMPLATE_DOC, Batch, Conversation, LanguageModel, Prompt
 from trustlab.lm.positions import Positions
+from trustlab.lm.reply_cache import ReplyCache, model_fingerprint
 from trustlab.lm.steering import (
     HarmGate,
     RefusalDirection,
@@ -119,7 +122,9 @@ __all__ = [
     "ClampProjection",
     "ComplianceJudge",
     "Conversation",
+    "Decoding",
     "DirectionChoice",
+    "Evaluation",
     "ExactMatchJudge",
     "FamilyAdapter",
     "HFChatModel",
@@ -136,6 +141,7 @@ __all__ = [
     "RefusalDirection",
     "RefusalJudge",
     "ReplaceActivation",
+    "ReplyCache",
     "RowSteering",
     "RubricJudge",
     "RubricScore",
@@ -144,6 +150,7 @@ __all__ = [
     "Steering",
     "StepState",
     "TokenActivations",
+    "Transform",
     "Verdict",
     "ablate_direction",
     "ablation_metric",
@@ -154,18 +161,22 @@ __all__ = [
     "clamp_projection",
     "cosine_similarity_matrix",
     "diff_in_means",
+    "evaluate",
     "exact_match_settled",
     "fisher_rao",
+    "format_chat",
     "generate_rows",
     "get_activations",
     "greedy_rows",
     "hook",
     "intervene",
     "is_refusal",
+    "judge_replies",
     "kl_divergence",
     "layer_candidates",
     "layer_cosines",
     "load",
+    "model_fingerprint",
     "next_token_logprobs",
     "next_token_probs",
     "normalize",

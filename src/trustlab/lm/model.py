@@ -11,6 +11,7 @@ import torch
 
 from trustlab.core.errors import InputError
 from trustlab.lm.adapters import SITE_KINDS, BoundAdapter, SiteKind, bind_adapter, site_name
+from trustlab.lm.formatting import as_conversation, format_plain
 
 if TYPE_CHECKING:
     from trustlab.lm.hooks import HookRuntime
@@ -34,27 +35,6 @@ Plain chat template (used when the tokenizer has none): each message becomes one
 prompt appends the line 'Assistant:'. The tokenizer's own special tokens (e.g. BOS) are added."""
 
 _SENTINEL = "trustlabinstructionsentinel"
-
-
-def format_plain(conversation: Conversation, add_generation_prompt: bool = True) -> str:
-    """The documented plain template (see ``PLAIN_TEMPLATE_DOC``)."""
-    lines = [f"{str(m['role']).capitalize()}: {m['content']}" for m in conversation]
-    if add_generation_prompt:
-        lines.append("Assistant:")
-    return "\n".join(lines)
-
-
-def as_conversation(prompt: Prompt) -> list[dict[str, str]]:
-    """A user instruction string becomes a one-message conversation; conversations are copied."""
-    if isinstance(prompt, str):
-        return [{"role": "user", "content": prompt}]
-    try:
-        return [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
-    except (KeyError, TypeError) as exc:
-        raise InputError(
-            "A conversation is a list of {'role': ..., 'content': ...} messages. "
-            f"Got {prompt!r:.80}."
-        ) from exc
 
 
 @dataclass(frozen=True)
@@ -167,12 +147,9 @@ class LanguageModel:
         Uses the tokenizer's chat template when it has one, else the plain template
         (``PLAIN_TEMPLATE_DOC``).
         """
-        conversation = as_conversation(prompt)
-        if self.has_chat_template:
-            return self.tokenizer.apply_chat_template(
-                conversation, tokenize=False, add_generation_prompt=add_generation_prompt
-            )
-        return format_plain(conversation, add_generation_prompt)
+        from trustlab.lm.formatting import format_chat
+
+        return format_chat(prompt, self.tokenizer, add_generation_prompt=add_generation_prompt)
 
     @cached_property
     def n_post_instruction_tokens(self) -> int:

@@ -36,9 +36,11 @@ CHAT_TEMPLATE = (
 
 
 def format_chat(messages: list[dict[str, str]], *, add_generation_prompt: bool = True) -> str:
-    """Render messages exactly as :data:`CHAT_TEMPLATE` does (without needing jinja)."""
-    text = "".join(f"<|{m['role']}|>{m['content']}{END}" for m in messages)
-    return text + ("<|assistant|>" if add_generation_prompt else "")
+    """Render messages in the organisms' :data:`CHAT_TEMPLATE` (through ``trustlab.lm``'s one
+    chat formatter, so no tokenizer is needed)."""
+    from trustlab.lm.formatting import format_chat as lm_format_chat
+
+    return lm_format_chat(messages, CHAT_TEMPLATE, add_generation_prompt=add_generation_prompt)
 
 
 def render_prompt(tokenizer: Any, example: Any) -> str:

@@ -4,6 +4,7 @@ Every interval and threshold here states its ``alpha`` (the miscoverage) or
 ``confidence_level`` explicitly; bad arguments raise ``trustlab.core.errors.InputError``.
 """
 
+from trustlab.stats.auc import AUCDifference, AUCInterval, roc_auc_ci, roc_auc_difference
 from trustlab.stats.binomial import (
     beta_posterior_quantile,
     clopper_pearson,
@@ -24,10 +25,19 @@ from trustlab.stats.calibration import (
     worst_cell_ece,
 )
 from trustlab.stats.conformal import conformal_pvalues, conformal_quantile, conformal_rank
+from trustlab.stats.proportions import (
+    DifferenceInterval,
+    newcombe_difference,
+    newcombe_paired_difference,
+    paired_difference,
+)
 
 __all__ = [
+    "AUCDifference",
+    "AUCInterval",
     "BootstrapResult",
     "CalibrationBins",
+    "DifferenceInterval",
     "beta_posterior_quantile",
     "bootstrap_ci",
     "calibration_bins",
@@ -42,7 +52,12 @@ __all__ = [
     "ece",
     "hoeffding",
     "jeffreys",
+    "newcombe_difference",
+    "newcombe_paired_difference",
+    "paired_difference",
     "reliability_diagram",
+    "roc_auc_ci",
+    "roc_auc_difference",
     "wilson",
     "worst_cell_ece",
 ]

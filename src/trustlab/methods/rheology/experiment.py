@@ -331,7 +331,6 @@ def _figures(report: Report, audits: dict[str, Any]) -> None:
 def run(config: RheologyConfig, ctx: RunContext) -> Report:
     from trustlab import lm
     from trustlab.methods.rheology.audit import AuditSettings, audit_model, organism_prompt_sets
-    from trustlab.organisms import REFUSAL_PHRASES as ORGANISM_PHRASES
     from trustlab.organisms import build_chat_corpus
 
     report = ctx.report
@@ -348,7 +347,7 @@ def run(config: RheologyConfig, ctx: RunContext) -> Report:
         task_tokens=config.task_tokens,
         n_bootstrap=config.n_bootstrap,
         em_drop_tolerance=config.em_drop_tolerance,
-        refusal_phrases=tuple(dict.fromkeys([*lm.REFUSAL_PHRASES, *ORGANISM_PHRASES])),
+        refusal_phrases=tuple(lm.REFUSAL_PHRASES),
     )
     with ctx.stage("prompts"):
         corpus = build_chat_corpus(config.corpus_seed, n_train=1200, n_heldout=200)

@@ -1,0 +1,81 @@
+"""One chat formatter: a conversation as the prompt text a model sees.
+
+``format_chat(conversation, template)`` renders with
+
+* a tokenizer: its chat template when it has one (``apply_chat_template``), else the plain
+  template below;
+* a Jinja chat-template string (e.g. the organisms' ``CHAT_TEMPLATE``), rendered the way
+  ``transformers`` renders templates (sandboxed, ``trim_blocks``/``lstrip_blocks``);
+* None: the plain template.
+
+Plain template (used when there is no chat template): each message becomes one line
+``{Role}: {content}`` (Role = System, User or Assistant), lines joined by ``\\n``; the
+generation prompt appends the line ``Assistant:``. A string is one user message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from trustlab.core.errors import InputError
+
+__all__ = ["as_conversation", "format_chat", "format_plain"]
+
+Conversation = Sequence[Mapping[str, str]]
+
+
+def as_conversation(prompt: str | Conversation) -> list[dict[str, str]]:
+    """A user instruction string becomes a one-message conversation; conversations are copied."""
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    try:
+        return [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
+    except (KeyError, TypeError) as exc:
+        raise InputError(
+            "A conversation is a list of {'role': ..., 'content': ...} messages. "
+            f"Got {prompt!r:.80}."
+        ) from exc
+
+
+def format_plain(conversation: Conversation, add_generation_prompt: bool = True) -> str:
+    """The plain template (see the module docstring)."""
+    lines = [f"{str(m['role']).capitalize()}: {m['content']}" for m in conversation]
+    if add_generation_prompt:
+        lines.append("Assistant:")
+    return "\n".join(lines)
+
+
+@lru_cache(maxsize=32)
+def _compiled(template: str) -> Any:
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    return env.from_string(template)
+
+
+def format_chat(
+    conversation: str | Conversation,
+    template: Any = None,
+    *,
+    add_generation_prompt: bool = True,
+) -> str:
+    """Render ``conversation`` with ``template`` (a tokenizer, a Jinja string or None)."""
+    conv = as_conversation(conversation)
+    if template is None:
+        return format_plain(conv, add_generation_prompt)
+    if isinstance(template, str):
+        return _compiled(template).render(
+            messages=conv, add_generation_prompt=add_generation_prompt
+        )
+    if getattr(template, "chat_template", None):
+        return template.apply_chat_template(
+            conv, tokenize=False, add_generation_prompt=add_generation_prompt
+        )
+    if hasattr(template, "encode") or callable(template):
+        return format_plain(conv, add_generation_prompt)
+    raise InputError(
+        f"format_chat takes a tokenizer, a Jinja template string or None. Got "
+        f"{type(template).__name__}."
+    )
