@@ -187,16 +187,27 @@ def test_verifier_certifies_a_safe_synthetic_instance_and_writes_witness():
     mlp, spec = deep_relu_instance(3, np.random.default_rng(0), width=16)
     net = OnnxNetwork(mlp.to_onnx_bytes(), name="deep3")
     s = VerifySettings(n_train=500, n_cal=1100, flow_iters=60, ams_particles=16,
-                       falsify_starts=32, falsify_steps=30)
+                       falsify_starts=32, falsify_steps=30, roundtrip_samples=2000,
+                       falsify_until_timeout=False)
     res = verify_instance(net, spec, s, np.random.default_rng(0))
-    assert res.verdicts["flowreach"] == "unsat" and res.verdicts["crown"] in ("unsat", "unknown")
+    # the 1-Lipschitz family is loose enough for unbranched CROWN: a sound proof, written unsat
+    assert res.verdicts["crown"] == "unsat" and res.guarantee("crown") == "sound"
+    assert format_witness(res, "crown") == "unsat\n"
+    # flowreach's certificate is probabilistic: never written as unsat unless asked to
+    assert res.verdicts["flowreach"] == "unsat" and res.guarantee() == "probabilistic"
     assert res.certificate <= s.epsilon
+    assert format_witness(res) == "unknown\n"
+    assert format_witness(res, probabilistic_unsat=True) == "unsat\n"
+    cert = res.certificates["flowreach"]
+    assert cert["bound"] == res.certificate and cert["alpha"] == s.alpha and cert["assumptions"]
+    assert res.details[0].ams_radius >= res.details[0].radius  # inflated by the round trip
     # flip the property so that it is violated everywhere: a witness must appear and re-check
     r = spec.regions[0]
     flipped = VnnlibSpec(spec.n_inputs, spec.n_outputs, (VnnlibRegion(
         r.lower, r.upper, (OutputPolytope(-r.polytopes[0].A, -r.polytopes[0].b),)),))
     res2 = verify_instance(net, flipped, s, np.random.default_rng(0))
-    assert res2.verdicts["flowreach"] == "sat" and res2.certificate != res2.certificate
+    assert res2.verdicts["flowreach"] == "sat" and res2.guarantee() == "falsified"
+    assert res2.verdicts["crown"] != "unsat"  # the sound method cannot prove a violated spec
     text = format_witness(res2)
     assert text.startswith("sat\n((X_0 ") and "(Y_1 " in text
     assert flipped.violated(res2.counterexample.x[None], net.run(res2.counterexample.x[None]))[0]
@@ -214,14 +225,15 @@ def test_acas_quick_subset_never_contradicts_known_answers():
               ("ACASXU_run2a_4_8_batch_2000.onnx", "prop_3.vnnlib"),   # unsat
               ("ACASXU_run2a_2_8_batch_2000.onnx", "prop_1.vnnlib")}   # unsat
     s = VerifySettings(n_train=500, n_cal=1100, flow_iters=60, ams_particles=16,
-                       falsify_starts=128, falsify_steps=60)
+                       falsify_starts=128, falsify_steps=60, timeout=3.0, clock="process",
+                       roundtrip_samples=2000)
     for inst in (i for i in load_instances(folder) if i.key in wanted):
         net, spec = OnnxNetwork(inst.onnx), load_vnnlib(inst.vnnlib)
         res = verify_instance(net, spec, s, np.random.default_rng(0))
         expected = known[inst.key]
         for method, verdict in res.verdicts.items():
             assert not (verdict == "sat" and expected == "unsat"), method
-            if method in ("ibp", "crown"):
+            if res.guarantee(method) == "sound":
                 assert not (verdict == "unsat" and expected == "sat"), method
         if res.counterexample is not None:
             assert spec.violated(res.counterexample.x[None], net.run(res.counterexample.x[None]))[0]

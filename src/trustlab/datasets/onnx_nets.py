@@ -136,7 +136,11 @@ class OnnxNetwork:
 
     def __init__(self, source: str | Path | bytes, *, name: str | None = None) -> None:
         onnx = _require("onnx")
+        if not isinstance(source, str | Path | bytes):
+            raise InputError(f"The 'source' parameter of OnnxNetwork must be a path or bytes. "
+                             f"Got {type(source).__name__}.")
         data = source if isinstance(source, bytes) else _load_model_bytes(source)
+        self.raw_bytes = data  # the file as given, for re-checks on an untouched session
         try:
             self.model = onnx.load_model_from_string(data)
         except Exception as exc:
@@ -235,6 +239,27 @@ class OnnxNetwork:
                 outs.append(sess.run(None, {self.input_name: self._shape(row[None])})[0]
                             .reshape(1, -1))
         return np.concatenate(outs, axis=0) if outs else np.zeros((0, self.n_outputs), np.float32)
+
+    def recheck(self, x: NDArray[np.floating]) -> NDArray[np.float32]:
+        """Outputs for the rows of ``x`` from a fresh onnxruntime session of the *original* file.
+
+        Independent of :meth:`run`: the graph is not rewritten (no symbolic batch), and each
+        row is fed alone, as a batch of 1 in the input shape the file declares. This is the
+        check a VNN-COMP witness must pass.
+        """
+        ort = _require("onnxruntime")
+        x = np.atleast_2d(np.asarray(x, dtype=np.float32))
+        if x.ndim != 2 or x.shape[1] != self.n_inputs:
+            raise InputError(f"{self.name} takes {self.n_inputs} inputs per row. Got shape "
+                             f"{x.shape}.")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.log_severity_level = 3
+        session = ort.InferenceSession(self.raw_bytes, opts, providers=["CPUExecutionProvider"])
+        shape = [1] + [d if isinstance(d, int) else -1 for d in self.input_shape[1:]]
+        rows = [np.asarray(session.run(None, {self.input_name: r.reshape(shape)})[0]).reshape(-1)
+                for r in x]
+        return np.stack(rows).astype(np.float32)
 
     # -- torch ----------------------------------------------------------------------
     def to_torch(self) -> Any:

@@ -154,7 +154,9 @@ def bounded_ams(
             src = order[np.minimum(pick, n - 1)]
             zc[has], sc[has] = z[src[has]], s[src[has]]
         sig = sigma[idx]
-        moved = sc > level  # a clone already lies above the level
+        # a move counts only after an accepted MCMC step: a bare clone would duplicate another
+        # particle and make the particles (and the Poisson count of levels) dependent
+        moved = np.zeros(len(idx), dtype=bool)
         n_acc = np.zeros(len(idx))
         for _ in range(n_mcmc):
             prop = np.sqrt(1 - sig[:, None] ** 2) * zc + sig[:, None] * rng.standard_normal(

@@ -11,6 +11,7 @@ A spec region is proved safe ("unsat") when every polytope has an atom whose low
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +23,9 @@ from trustlab.datasets.vnnlib import VnnlibRegion
 __all__ = [
     "BaBResult",
     "BoundResult",
+    "BoxSearch",
     "crown_bounds",
+    "crown_bounds_batch",
     "ibp_bounds",
     "output_upper_bound",
     "prove_region",
@@ -141,73 +144,175 @@ def _spec_rows(region: VnnlibRegion) -> tuple[NDArray[np.float64], NDArray[np.fl
     return C, rhs, [len(p.b) for p in region.polytopes]
 
 
-def _all_refuted(excess: NDArray[np.float64], sizes: list[int]) -> bool:
-    """Every polytope has an atom whose lower bound exceeds its right-hand side."""
-    k = 0
-    for n in sizes:
-        if not bool((excess[k : k + n] > 0).any()):
-            return False
-        k += n
-    return True
-
-
 @dataclass(frozen=True)
 class BaBResult:
     verdict: str  # "unsat" (proved), "sat" (a box centre violates), "timeout"
     seconds: float
-    boxes: int  # CROWN calls made
+    boxes: int  # boxes bounded by CROWN
+    witness: NDArray[np.float64] | None = None  # the violating box centre when "sat"
+
+
+def crown_bounds_batch(
+    mlp: ReluMLP, lower: NDArray[np.float64], upper: NDArray[np.float64], C: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """CROWN lower bounds of ``C y`` on a batch of boxes ``(B, n)``, with the input coefficients.
+
+    The same bound as :func:`crown_bounds` (CROWN-computed intermediate bounds, adaptive lower
+    slopes), vectorised over boxes with torch float64 so branch and bound bounds hundreds of
+    boxes per call. Returns ``lb`` of shape ``(B, m)`` and the linear coefficients ``A`` of the
+    input ``(B, m, n)`` (``C y >= A x + const`` on each box), which rank split dimensions.
+    """
+    import torch
+
+    lo = torch.as_tensor(np.atleast_2d(lower), dtype=torch.float64)
+    hi = torch.as_tensor(np.atleast_2d(upper), dtype=torch.float64)
+    Ws = [torch.as_tensor(w, dtype=torch.float64) for w in mlp.weights]
+    bs = [torch.as_tensor(b, dtype=torch.float64) for b in mlp.biases]
+    centre, radius = (hi + lo) / 2, (hi - lo) / 2
+    n_boxes = lo.shape[0]
+    pre: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (a_l, a_u, c_u) per layer
+
+    def backsub(Cm: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        A = (Cm @ Ws[layer]).expand(n_boxes, -1, -1)
+        const = (Cm @ bs[layer]).expand(n_boxes, -1)
+        for k in range(layer - 1, -1, -1):
+            a_l, a_u, c_u = pre[k]
+            pos, neg = A.clamp(min=0), A.clamp(max=0)
+            const = const + (neg * c_u[:, None, :]).sum(-1)
+            A = pos * a_l[:, None, :] + neg * a_u[:, None, :]
+            const = const + A @ bs[k]
+            A = A @ Ws[k]
+        lb = const + (A @ centre[..., None]).squeeze(-1) - (A.abs() @ radius[..., None]).squeeze(-1)
+        return lb, A
+
+    for layer in range(len(Ws) - 1):
+        width = Ws[layer].shape[0]
+        eye = torch.eye(width, dtype=torch.float64)
+        lb, _ = backsub(torch.cat([eye, -eye]), layer)
+        l_, u_ = lb[:, :width], -lb[:, width:]
+        active, inactive = l_ >= 0, u_ <= 0
+        unstable = ~(active | inactive)
+        denom = torch.where(unstable, u_ - l_, torch.ones_like(l_))
+        a_u = torch.where(active, 1.0, torch.where(unstable, u_ / denom, 0.0))
+        c_u = torch.where(unstable, -l_ * u_ / denom, 0.0)
+        a_l = torch.where(active, 1.0, torch.where(unstable, (u_ >= -l_).double(), 0.0))
+        pre.append((a_l, a_u, c_u))
+    lb, A = backsub(torch.as_tensor(C, dtype=torch.float64), len(Ws) - 1)
+    return lb.numpy(), A.numpy()
+
+
+class BoxSearch:
+    """Resumable CROWN branch and bound over input boxes for one region (sound and complete in
+    the limit); also the falsifier's guide to where a violation can still hide.
+
+    A box is closed when CROWN refutes every polytope on it (each has an atom whose lower bound
+    exceeds its right-hand side). Open boxes are kept worst-first by their *priority*, the
+    smallest over polytopes of the best atom's lower-bound excess (below 0: a violation is not
+    excluded). :meth:`step` splits the ``batch`` worst open boxes along the dimension with the
+    largest CROWN coefficient times width (the "smear" heuristic), bounds the children in one
+    batched CROWN call and checks their centres in float64. ``status`` becomes ``"unsat"`` when
+    no box is open (a proof), ``"sat"`` when a centre violates and ``confirm`` (the re-checking
+    oracle, e.g. onnxruntime) accepts it.
+    """
+
+    def __init__(self, mlp: ReluMLP, region: VnnlibRegion, *,
+                 confirm: Callable[[NDArray[np.float64]], bool] | None = None) -> None:
+        self.mlp, self.region, self.confirm = mlp, region, confirm
+        self.C, self.rhs, self.sizes = _spec_rows(region)
+        self.boxes = 0
+        self.witness: NDArray[np.float64] | None = None
+        self.status = "open"
+        if any(n == 0 for n in self.sizes):  # an always-unsafe clause: nothing to refute
+            self.lo = self.hi = np.zeros((0, len(region.lower)))
+            self.prio = np.zeros(0)
+            self.status = "unknown"
+            return
+        lo = np.asarray(region.lower, np.float64)[None]
+        hi = np.asarray(region.upper, np.float64)[None]
+        self.lo, self.hi, self.prio, self.smear = self._bound(lo, hi)
+        self._check_centres(self.lo, self.hi)
+        self._close()
+
+    def _bound(self, lo, hi):
+        lb, A = crown_bounds_batch(self.mlp, lo, hi, self.C)
+        excess = lb - self.rhs
+        prio = np.full(len(lo), np.inf)
+        k = 0
+        for n in self.sizes:
+            prio = np.minimum(prio, excess[:, k : k + n].max(axis=1))
+            k += n
+        self.boxes += len(lo)
+        smear = np.abs(A).sum(axis=1) * (hi - lo)
+        return lo, hi, prio, smear
+
+    def _check_centres(self, lo, hi) -> None:
+        if self.status != "open" or len(lo) == 0:
+            return
+        centres = (lo + hi) / 2
+        bad = np.flatnonzero(self.region.output_violated(self.mlp(centres)))
+        for i in bad[:8]:
+            if self.confirm is None or self.confirm(centres[i]):
+                self.witness, self.status = centres[i], "sat"
+                return
+
+    def _close(self) -> None:
+        keep = self.prio <= 0
+        self.lo, self.hi, self.prio, self.smear = (self.lo[keep], self.hi[keep], self.prio[keep],
+                                                   self.smear[keep])
+        if self.status == "open" and len(self.lo) == 0:
+            self.status = "unsat"
+
+    @property
+    def n_open(self) -> int:
+        return len(self.lo)
+
+    def worst(self, k: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The ``k`` open boxes least refuted by CROWN (where a falsifier should look)."""
+        idx = np.argsort(self.prio)[:k]
+        return self.lo[idx], self.hi[idx]
+
+    def step(self, batch: int = 128) -> str:
+        """Split and re-bound up to ``batch`` of the worst open boxes; returns ``status``."""
+        if self.status != "open":
+            return self.status
+        order = np.argsort(self.prio)
+        pick, rest = order[:batch], order[batch:]
+        lo, hi, smear = self.lo[pick], self.hi[pick], self.smear[pick]
+        dim = np.argmax(smear, axis=1)
+        rows = np.arange(len(pick))
+        mid = (lo[rows, dim] + hi[rows, dim]) / 2
+        left_hi, right_lo = hi.copy(), lo.copy()
+        left_hi[rows, dim], right_lo[rows, dim] = mid, mid
+        c_lo, c_hi = np.concatenate([lo, right_lo]), np.concatenate([left_hi, hi])
+        c_lo, c_hi, c_prio, c_smear = self._bound(c_lo, c_hi)
+        self.lo = np.concatenate([self.lo[rest], c_lo])
+        self.hi = np.concatenate([self.hi[rest], c_hi])
+        self.prio = np.concatenate([self.prio[rest], c_prio])
+        self.smear = np.concatenate([self.smear[rest], c_smear])
+        self._check_centres(c_lo[c_prio <= 0], c_hi[c_prio <= 0])
+        self._close()
+        return self.status
 
 
 def prove_region_bab(
-    mlp: ReluMLP, region: VnnlibRegion, timeout: float = 10.0, max_boxes: int = 100_000
+    mlp: ReluMLP, region: VnnlibRegion, timeout: float = 10.0, max_boxes: int = 2_000_000,
+    *, batch: int = 128, confirm: Callable[[NDArray[np.float64]], bool] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> BaBResult:
     """Sound and complete-in-the-limit: CROWN with input-box splitting (branch and bound).
 
-    A box is closed when CROWN refutes every polytope on it; otherwise its widest side is
-    halved (widest relative to the region's box, ties to the lowest index). Boxes are processed
-    worst-first (smallest best-atom excess). A box centre that violates the property in float64
-    ends the search with ``sat``; the time or box budget ends it with ``timeout``.
+    Runs :class:`BoxSearch` until it proves the region (``unsat``), finds a violating box
+    centre (``sat``, re-checked by ``confirm`` when given), or spends ``timeout`` seconds or
+    ``max_boxes`` CROWN bounds (``timeout``).
     """
-    import heapq
-
-    start = time.perf_counter()
-    C, rhs, sizes = _spec_rows(region)
-    if any(n == 0 for n in sizes):
-        return BaBResult("unknown", time.perf_counter() - start, 0)
-    scale = np.where(region.upper > region.lower, region.upper - region.lower, 1.0)
-    lo0, hi0 = np.asarray(region.lower, np.float64), np.asarray(region.upper, np.float64)
-    heap: list[tuple[float, int, NDArray[np.float64], NDArray[np.float64]]] = [
-        (-np.inf, 0, lo0, hi0)
-    ]
-    count, boxes = 1, 0
-    while heap:
-        if time.perf_counter() - start > timeout or boxes >= max_boxes:
-            return BaBResult("timeout", time.perf_counter() - start, boxes)
-        _, _, lo, hi = heapq.heappop(heap)
-        lb, _ = crown_bounds(mlp, lo, hi, C, deadline=start + timeout)
-        boxes += 1
-        if lb is None:
-            return BaBResult("timeout", time.perf_counter() - start, boxes)
-        excess = lb - rhs
-        if _all_refuted(excess, sizes):
-            continue
-        centre = (lo + hi) / 2
-        y = mlp(centre[None])[0]
-        if region.output_violated(y[None])[0]:
-            return BaBResult("sat", time.perf_counter() - start, boxes)
-        j = int(np.argmax((hi - lo) / scale))
-        mid = (lo[j] + hi[j]) / 2
-        left_hi, right_lo = hi.copy(), lo.copy()
-        left_hi[j], right_lo[j] = mid, mid
-        # priority: the polytopes' best-atom excess, the least refuted first
-        k, worst = 0, np.inf
-        for n in sizes:
-            worst = min(worst, float(excess[k : k + n].max()))
-            k += n
-        for child in ((lo, left_hi), (right_lo, hi)):
-            heapq.heappush(heap, (worst, count, *child))
-            count += 1
-    return BaBResult("unsat", time.perf_counter() - start, boxes)
+    start = clock()
+    search = BoxSearch(mlp, region, confirm=confirm)
+    while search.status == "open":
+        if clock() - start > timeout or search.boxes >= max_boxes:
+            return BaBResult("timeout", clock() - start, search.boxes)
+        search.step(batch)
+    verdict = "unknown" if search.status == "unknown" else search.status
+    return BaBResult(verdict, clock() - start, search.boxes, search.witness)
 
 
 def output_upper_bound(

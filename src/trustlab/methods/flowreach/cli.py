@@ -4,16 +4,38 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import re
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 
 from trustlab.core.errors import InputError
 from trustlab.core.io import write_text_atomic
 
 app = typer.Typer(help="flowreach: probabilistic NN verification with learned reach sets.")
+
+_PROB_HELP = ("Write 'unsat' for a probabilistic certificate too (VNN-COMP scorers read "
+              "'unsat' as a proof; by default only a sound proof is written as 'unsat').")
+
+
+def _check_out(path: Path | None, what: str) -> None:
+    """Fail before any work when an output path cannot be written."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise InputError(f"{what} '{path}' is a directory; give a file path.")
+    if not path.parent.exists():
+        raise InputError(f"{what} '{path}': the folder '{path.parent}' does not exist.")
+
+
+@app.command("schema")
+def schema() -> None:
+    """Print the JSON Schema of the sidecar written next to every result file."""
+    from trustlab.methods.flowreach.results import SIDECAR_SCHEMA
+
+    typer.echo(json.dumps(SIDECAR_SCHEMA, indent=1))
 
 
 @app.command("verify")
@@ -22,49 +44,110 @@ def verify(
     prop: Annotated[Path | None, typer.Argument(help="VNN-LIB property.")] = None,
     benchmark: Annotated[Path | None, typer.Option("--benchmark", help="Folder with an "
                                                    "instances.csv (runs every row).")] = None,
-    alpha: Annotated[float, typer.Option(help="Conformal miscoverage.")] = 0.005,
-    delta: Annotated[float, typer.Option(help="PAC miscoverage of the calibration.")] = 0.01,
-    epsilon: Annotated[float, typer.Option(help="Violation probability to certify.")] = 0.01,
-    timeout: Annotated[float, typer.Option(help="Seconds per instance.")] = 120.0,
+    alpha: Annotated[float | None, typer.Option(help="Conformal miscoverage.")] = None,
+    delta: Annotated[float | None, typer.Option(help="PAC miscoverage of the calibration.")] = None,
+    epsilon: Annotated[float | None, typer.Option(help="Violation probability to certify.")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Seconds per instance (default 116, as "
+                                                  "VNN-COMP; the falsifier uses all of it "
+                                                  "unless a witness or proof ends it).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
-    result_file: Annotated[Path | None, typer.Option("--result-file", help="Write the result "
-                                                     "(or, with --benchmark, the CSV) here.")] = None,
+    result_file: Annotated[Path | None, typer.Option("--result-file", help="Write the VNN-COMP "
+                                                     "result here (and the certificate to "
+                                                     "FILE.json); with --benchmark, a CSV.")] = None,
+    result_dir: Annotated[Path | None, typer.Option("--result-dir", help="With --benchmark: one "
+                                                    "result file + sidecar per instance.")] = None,
+    probabilistic_unsat: Annotated[bool, typer.Option("--probabilistic-unsat",
+                                                      help=_PROB_HELP)] = False,
 ) -> None:
-    """Print sat + witness / unsat (holds with the probabilistic certificate) / unknown / timeout."""
+    """Print sat + witness / unsat (sound proof) / unknown, with what the verdict guarantees."""
+    import numpy as np
     import torch
 
     from trustlab.datasets.onnx_nets import OnnxNetwork, load_instances
     from trustlab.datasets.vnnlib import load_vnnlib
-    from trustlab.methods.flowreach.verifier import VerifySettings, format_witness, verify_instance
+    from trustlab.methods.flowreach.verifier import VerifySettings, verify_instance
 
-    torch.set_num_threads(1)
-    settings = VerifySettings(alpha=alpha, delta=delta, epsilon=epsilon, timeout=timeout,
-                              baselines=False, sound=False)
-    if benchmark is not None:
-        rows = []
-        nets: dict[Path, OnnxNetwork] = {}
-        for inst in load_instances(benchmark):
-            network = nets.setdefault(inst.onnx, OnnxNetwork(inst.onnx))
-            s = VerifySettings(**{**settings.__dict__, "timeout": min(timeout, inst.timeout)})
-            res = verify_instance(network, load_vnnlib(inst.vnnlib), s,
-                                  np.random.default_rng(seed))
-            total = sum(v for k, v in res.seconds.items() if k == "flowreach")
-            rows.append([inst.key[0], inst.key[1], "flowreach", res.verdicts["flowreach"],
-                         f"{total:.3f}"])
-            typer.echo(f"{inst.key[0]} {inst.key[1]}: {res.verdicts['flowreach']} ({total:.2f} s)")
-        buf = io.StringIO()
-        csv.writer(buf).writerows([["onnx", "vnnlib", "tool", "result", "time_s"], *rows])
-        if result_file is not None:
-            write_text_atomic(result_file, buf.getvalue())
-        return
-    if net is None or prop is None:
+    _check_out(result_file, "--result-file")
+    if result_dir is not None and result_dir.exists() and not result_dir.is_dir():
+        raise InputError(f"--result-dir '{result_dir}' exists and is not a directory.")
+    given = {"alpha": alpha, "delta": delta, "epsilon": epsilon, "timeout": timeout}
+    base = VerifySettings(baselines=False, sound=False,
+                          **{k: v for k, v in given.items() if v is not None})
+    if benchmark is None and (net is None or prop is None):
         raise InputError("Give NET.onnx and PROP.vnnlib, or --benchmark DIR.")
-    res = verify_instance(OnnxNetwork(net), load_vnnlib(prop), settings,
-                          np.random.default_rng(seed))
-    text = format_witness(res)
-    typer.echo(text.rstrip())
-    if res.verdicts["flowreach"] == "unsat":
-        typer.echo(f"; holds with P(violation) <= {res.certificate:.3g} "
-                   f"(conformal alpha={alpha}, PAC delta={delta})")
-    if result_file is not None:
-        write_text_atomic(result_file, text)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        if benchmark is not None:
+            instances = load_instances(benchmark)
+            if result_dir is not None:
+                result_dir.mkdir(parents=True, exist_ok=True)
+            rows = []
+            nets: dict[Path, OnnxNetwork] = {}
+            for inst in instances:
+                network = nets.setdefault(inst.onnx, OnnxNetwork(inst.onnx))
+                s = base.model_copy(update={"timeout": min(base.timeout, inst.timeout)})
+                spec = load_vnnlib(inst.vnnlib)
+                res = verify_instance(network, spec, s, np.random.default_rng(seed))
+                name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{inst.key[0]}__{inst.key[1]}") + ".txt"
+                out = result_dir / name if result_dir is not None else None
+                written, record = _written(res, network, spec, inst.onnx, inst.vnnlib, out,
+                                           probabilistic_unsat)
+                total = res.seconds["flowreach"]
+                cert = (record or {}).get("certificate") or {}
+                rows.append([inst.key[0], inst.key[1], "flowreach", written,
+                             res.verdicts["flowreach"], res.guarantee(), cert.get("bound", ""),
+                             f"{total:.3f}"])
+                typer.echo(f"{inst.key[0]} {inst.key[1]}: {written} "
+                           f"[{res.verdicts['flowreach']}, {res.guarantee()}] ({total:.2f} s)")
+            buf = io.StringIO()
+            csv.writer(buf).writerows([["onnx", "vnnlib", "tool", "result", "verdict",
+                                        "guarantee", "certificate", "time_s"], *rows])
+            if result_file is not None:
+                write_text_atomic(result_file, buf.getvalue())
+            return
+        assert net is not None and prop is not None
+        network, spec = OnnxNetwork(net), load_vnnlib(prop)
+        res = verify_instance(network, spec, base, np.random.default_rng(seed))
+        written, record = _written(res, network, spec, net, prop, result_file,
+                                   probabilistic_unsat)
+    finally:
+        torch.set_num_threads(threads)
+    from trustlab.methods.flowreach.verifier import format_witness
+
+    text = format_witness(res, probabilistic_unsat=probabilistic_unsat)
+    typer.echo(text.rstrip() if written != "unknown" or text.startswith("unknown")
+               else "unknown")
+    verdict, guarantee = res.verdicts["flowreach"], res.guarantee()
+    if guarantee == "probabilistic":
+        how = "written as unsat (--probabilistic-unsat)" if probabilistic_unsat else \
+            "written as unknown: not a proof"
+        typer.echo(f"; probabilistic certificate: P(violation) <= {res.certificate:.3g} with "
+                   f"confidence {1 - (base.delta or 0) - base.ams_delta:.3g} under the flow "
+                   f"assumption ({how})")
+    elif guarantee == "sound":
+        typer.echo("; sound proof (CROWN box search closed every input box)")
+    elif verdict == "sat" and record and record["witness"]:
+        w = record["witness"]
+        flag = " (small margin: |m| < 1e-4)" if w["small_margin"] else ""
+        typer.echo(f"; witness re-checked on an untouched batch-1 onnxruntime session: "
+                   f"margin {w['margin']:.3g}{flag}")
+
+
+def _written(res, network, spec, net_path, prop_path, out, probabilistic_unsat):
+    from trustlab.methods.flowreach.results import recheck_witness, sidecar_record, write_result
+    from trustlab.methods.flowreach.verifier import format_witness
+
+    if out is not None:
+        text, record = write_result(out, res, network, spec, net_path, prop_path,
+                                    probabilistic_unsat=probabilistic_unsat)
+        return text.split("\n", 1)[0], record
+    witness = None
+    text = format_witness(res, probabilistic_unsat=probabilistic_unsat)
+    if res.verdicts.get("flowreach") == "sat" and res.counterexample is not None:
+        witness = recheck_witness(network, spec, res.counterexample.x)
+        if not witness["confirmed"]:
+            text = "unknown\n"
+    written = text.split("\n", 1)[0]
+    return written, sidecar_record(res, net_path, prop_path, written,
+                                   probabilistic_unsat=probabilistic_unsat, witness=witness)
