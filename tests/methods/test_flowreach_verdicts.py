@@ -8,6 +8,7 @@ coverage at the verifier's own settings; input validation (incl. a hypothesis pr
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import subprocess
@@ -39,7 +40,6 @@ from trustlab.methods.flowreach import (
     crown_bounds_batch,
     deep_relu_instance,
     falsify,
-    format_witness,
     is_wrong,
     margin_np,
     min_certificate,
@@ -83,7 +83,7 @@ def files(deep3, tmp_path_factory):
 
 # ---------------------------------------------------------------- result files and sidecars
 def test_result_file_writes_unsat_only_for_sound_proofs(deep3, files, tmp_path):
-    mlp, spec, net = deep3
+    _, spec, net = deep3
     s = VerifySettings(**FAST, baselines=False, sound=False)
     res = verify_instance(net, spec, s, np.random.default_rng(0))
     assert res.verdicts["flowreach"] == "unsat" and res.guarantee() == "probabilistic"
@@ -161,7 +161,7 @@ def test_cli_writes_result_and_sidecar_and_checks_paths_first(files, tmp_path):
     assert first != "unsat" or side["guarantee"] == "sound"
     # an unwritable result path fails in one line before any work
     bad = tmp_path / "missing_dir" / "r.txt"
-    proc = subprocess.run(cmd[:-1] + [str(bad)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([*cmd[:-1], str(bad)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "does not exist" in proc.stderr + proc.stdout
     assert "Traceback" not in proc.stderr
 
@@ -229,7 +229,7 @@ def test_no_data_no_verdict_headline(tmp_path):
 # ---------------------------------------------------------------- bounds and box search
 def _mlp(seed, dims=(3, 12, 12, 2)):
     rng = np.random.default_rng(seed)
-    return ReluMLP(tuple(rng.normal(size=(o, i)) * np.sqrt(2 / i) for i, o in zip(dims, dims[1:])),
+    return ReluMLP(tuple(rng.normal(size=(o, i)) * np.sqrt(2 / i) for i, o in itertools.pairwise(dims)),
                    tuple(0.1 * rng.normal(size=o) for o in dims[1:]))
 
 
