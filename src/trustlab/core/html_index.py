@@ -75,7 +75,8 @@ def _section(path: Path, root: Path, data: dict[str, Any]) -> str:
     for name, fig in data.get("figures", {}).items():
         src = html.escape(f"{rel_dir}/{fig['path']}")
         cap = html.escape(fig.get("caption") or name)
-        parts.append(f"<figure><img src='{src}' alt='{cap}'><figcaption>{cap}</figcaption></figure>")
+        alt = html.escape(fig.get("alt") or fig.get("caption") or name, quote=True)
+        parts.append(f"<figure><img src='{src}' alt='{alt}'><figcaption>{cap}</figcaption></figure>")
     for name, table in data.get("tables", {}).items():
         cap = html.escape(table.get("caption") or "")
         parts.append(f"<details><summary>table <b>{html.escape(name)}</b> — {cap}</summary>"

@@ -61,11 +61,22 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, indent: int = 2
     return write_text_atomic(path, text + "\n")
 
 
-def save_figure_atomic(fig: Any, path: str | os.PathLike[str], *, dpi: int = 110) -> Path:
-    """Save a matplotlib figure atomically (format from the suffix of ``path``)."""
+def save_figure_atomic(
+    fig: Any,
+    path: str | os.PathLike[str],
+    *,
+    dpi: int = 110,
+    metadata: dict[str, str] | None = None,
+) -> Path:
+    """Save a matplotlib figure atomically (format from the suffix of ``path``).
+
+    ``metadata`` (e.g. ``Title``, ``Description``) is written into the file where the format
+    supports it (PNG text chunks, SVG metadata).
+    """
     fmt = Path(path).suffix.lstrip(".") or "png"
+    meta = {k: v for k, v in (metadata or {}).items() if v} if fmt in ("png", "svg") else None
     with atomic_write(path, "wb") as handle:
-        fig.savefig(handle, format=fmt, dpi=dpi, bbox_inches="tight")
+        fig.savefig(handle, format=fmt, dpi=dpi, bbox_inches="tight", metadata=meta or None)
     return Path(path)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,11 +101,22 @@ class Report:
         self.tables[name] = table
         return table
 
-    def figure(self, name: str, fig: Any, *, caption: str = "") -> None:
-        """Add a matplotlib figure; it is saved as ``figures/<name>.png`` when the report is written."""
+    def figure(self, name: str, fig: Any, *, caption: str = "", alt: str = "") -> None:
+        """Add a matplotlib figure; it is saved as ``figures/<name>.png`` when the report is written.
+
+        ``alt`` is the text shown to readers who cannot see the image (HTML ``alt``, the
+        Markdown image text and the PNG's ``Description``); by default the alt text the
+        :mod:`trustlab.core.figures` panels wrote, else the caption.
+        """
+        from trustlab.core.figures import alt_text
+
         _check_name("figure", name)
         self._pending_figures[name] = fig
-        self.figures[name] = {"path": f"figures/{name}.png", "caption": caption}
+        self.figures[name] = {
+            "path": f"figures/{name}.png",
+            "caption": caption,
+            "alt": alt or alt_text(fig) or caption or name,
+        }
 
     def note(self, text: str) -> None:
         self.notes.append(text.strip())
@@ -165,7 +177,8 @@ class Report:
             if len(t.rows) > 200:
                 lines.append(f"\n({len(t.rows) - 200} more rows in report.json)")
         for name, fig in self.figures.items():
-            lines += ["", f"## Figure: {name}", "", f"![{fig['caption'] or name}]({fig['path']})"]
+            alt = fig.get("alt") or fig["caption"] or name
+            lines += ["", f"## Figure: {name}", "", f"![{alt}]({fig['path']})"]
             if fig["caption"]:
                 lines += ["", fig["caption"]]
         if self.notes:
@@ -183,13 +196,14 @@ class Report:
         """Write figures, then report.md, then report.json last (its presence marks a complete run)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        if self._pending_figures:
-            import matplotlib.pyplot as plt
-
-            for name, fig in self._pending_figures.items():
-                save_figure_atomic(fig, out / "figures" / f"{name}.png")
-                plt.close(fig)
-            self._pending_figures.clear()
+        for name, fig in self._pending_figures.items():
+            meta = self.figures[name]
+            save_figure_atomic(fig, out / "figures" / f"{name}.png",
+                               metadata={"Title": meta["caption"] or name,
+                                         "Description": meta["alt"]})
+            if "matplotlib.pyplot" in sys.modules:  # a pyplot figure: release pyplot's handle
+                sys.modules["matplotlib.pyplot"].close(fig)
+        self._pending_figures.clear()
         write_text_atomic(out / "report.md", self.to_markdown())
         write_json_atomic(out / "report.json", self.to_dict())
         return out / "report.json"
