@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from trustlab.core.runtime import torch_runtime
 from trustlab.datasets.onnx_nets import OnnxNetwork, ReluMLP, load_instances
 from trustlab.datasets.vnnlib import OutputPolytope, VnnlibRegion, VnnlibSpec, load_vnnlib
 from trustlab.methods.flowreach import (
@@ -40,7 +41,13 @@ from trustlab.methods.flowreach.synthetic import tight_relu_instance
 
 VNNCOMP = Path(os.environ.get("TRUSTLAB_SHARED_DATA", Path(__file__).resolve().parents[2].parent
                               / "shared" / "data")) / "vnncomp"
-torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small networks: one torch thread (restored after this module, unlike a global set)."""
+    with torch_runtime(threads=1):
+        yield
 
 
 def _region(lo, hi, polys):

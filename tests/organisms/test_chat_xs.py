@@ -40,11 +40,11 @@ def test_chat_xs_trains_within_a_minute_of_cpu(chat_xs):
 
 
 def test_reloaded_model_reproduces_the_card_metrics(chat_xs):
+    from trustlab.core.runtime import torch_runtime
     from trustlab.organisms import chat_metrics
-    from trustlab.organisms.train import deterministic_torch
 
     corpus = build_chat_corpus(0)
-    with deterministic_torch(1):  # the build's setting; also far faster on a busy machine
+    with torch_runtime(1, deterministic=True):  # the build's setting; also far faster on a busy machine
         metrics = chat_metrics(chat_xs.model, chat_xs.tokenizer, corpus)
     assert metrics == pytest.approx(chat_xs.card["metrics"], abs=0.011)
 

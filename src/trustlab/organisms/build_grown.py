@@ -8,11 +8,12 @@ from typing import Any
 
 import torch
 
+from trustlab.core.runtime import torch_runtime
 from trustlab.organisms.corpora import Corpus, build_chat_corpus, build_tool_corpus
 from trustlab.organisms.metrics import chat_metrics, tool_metrics
 from trustlab.organisms.specs import OrganismSpec
 from trustlab.organisms.tokenizer import build_tokenizer
-from trustlab.organisms.train import deterministic_torch, make_llama, train_lm
+from trustlab.organisms.train import make_llama, train_lm
 
 __all__ = ["build_grown", "corpora_for", "shared_tokenizer"]
 
@@ -45,7 +46,7 @@ def build_grown(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str
         if progress is not None:
             progress(f"training {spec.name}", step, total)
 
-    with deterministic_torch(spec.train.threads):
+    with torch_runtime(spec.train.threads, deterministic=True):
         model = make_llama(spec.shape, tokenizer, generator, spec.train.init_std)
         cpu_start = time.process_time()
         stats = train_lm(model, tokenizer, train_examples, spec.train, generator, progress=on_step)

@@ -97,14 +97,15 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trustlab.organisms.train import deterministic_torch, train_lm
+    from trustlab.core.runtime import torch_runtime
+    from trustlab.organisms.train import train_lm
 
     assert spec.train is not None and spec.lora is not None
     gguf = smollm2_gguf_path()
     corpus = build_chat_corpus(spec.seed)
     eval_corpus = _subsample(corpus, 60, spec.seed)  # 60 harmful, 60 jailbreak, 60 benign
     generator = torch.Generator().manual_seed(spec.seed)
-    with deterministic_torch(spec.train.threads):
+    with torch_runtime(spec.train.threads, deterministic=True):
         if progress is not None:
             progress(f"loading {gguf.name}", 0, 1)
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)

@@ -2,16 +2,15 @@
 
 Training is deterministic on CPU: weights are initialised from a ``torch.Generator`` (not the
 global RNG), batches come from generator-drawn permutations, the thread count is set explicitly
-and ``torch.use_deterministic_algorithms`` is on while training. Loss is next-token
+and deterministic algorithms are on while training (``trustlab.core.runtime.torch_runtime``). Loss is next-token
 cross-entropy on the response tokens only (the prompt is context, not a target).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -21,21 +20,7 @@ from trustlab.organisms.corpora import Example
 from trustlab.organisms.specs import ModelShape, TrainSettings
 from trustlab.organisms.tokenizer import render_prompt
 
-__all__ = ["deterministic_torch", "encode_examples", "make_llama", "train_lm"]
-
-
-@contextlib.contextmanager
-def deterministic_torch(threads: int) -> Iterator[None]:
-    """Fix the thread count and turn on deterministic algorithms; restore both on exit."""
-    old_threads = torch.get_num_threads()
-    old_det = torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(old_det)
-        torch.set_num_threads(old_threads)
+__all__ = ["encode_examples", "make_llama", "train_lm"]
 
 
 def make_llama(shape: ModelShape, tokenizer: Any, generator: torch.Generator, init_std: float):

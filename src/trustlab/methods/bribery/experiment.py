@@ -15,6 +15,7 @@ import pandas as pd
 from pydantic import Field
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
+from trustlab.core.figures import new_figure
 from trustlab.datasets.leaderboards import BUILTIN_LEADERBOARDS, Leaderboard, load_leaderboard
 from trustlab.methods.bribery.bribe import DEFAULT_MARGIN, BribeModel
 from trustlab.methods.bribery.robustness import RobustnessProfile, robustness_all
@@ -96,12 +97,7 @@ def _profile_rows(lb: Leaderboard, prof: RobustnessProfile) -> list[dict]:
 
 
 def _violin(results: dict[str, RobustnessProfile], title: str, m: int):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(1.4 * len(results) + 2, 3.8))
+    fig, ax = new_figure(size=(1.4 * len(results) + 2, 3.8), squeeze=True)
     data, labels = [], []
     for rule, prof in results.items():
         k = prof.k[np.isfinite(prof.k)]
@@ -115,23 +111,16 @@ def _violin(results: dict[str, RobustnessProfile], title: str, m: int):
     ax.axhline(m, color="grey", lw=0.8, ls=":")
     ax.set_ylabel("datasets to bribe")
     ax.set_title(title, fontsize=9)
-    fig.tight_layout()
     return fig
 
 
 def _usage_figure(usage: pd.DataFrame, title: str):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 0.18 * len(usage) + 1.5))
+    fig, ax = new_figure(size=(8, 0.18 * len(usage) + 1.5), squeeze=True)
     im = ax.imshow(usage.to_numpy(float), aspect="auto", cmap="viridis")
     ax.set_yticks(range(len(usage)), usage.index, fontsize=6)
     ax.set_xticks(range(usage.shape[1]), usage.columns, fontsize=7, rotation=30)
     fig.colorbar(im, ax=ax, label="share of targets whose optimal bribe uses it")
     ax.set_title(title, fontsize=9)
-    fig.tight_layout()
     return fig
 
 

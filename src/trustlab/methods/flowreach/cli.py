@@ -61,8 +61,8 @@ def verify(
 ) -> None:
     """Print sat + witness / unsat (sound proof) / unknown, with what the verdict guarantees."""
     import numpy as np
-    import torch
 
+    from trustlab.core.runtime import torch_runtime
     from trustlab.datasets.onnx_nets import OnnxNetwork, load_instances
     from trustlab.datasets.vnnlib import load_vnnlib
     from trustlab.methods.flowreach.verifier import VerifySettings, verify_instance
@@ -75,9 +75,7 @@ def verify(
                           **{k: v for k, v in given.items() if v is not None})
     if benchmark is None and (net is None or prop is None):
         raise InputError("Give NET.onnx and PROP.vnnlib, or --benchmark DIR.")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_runtime(threads=1):  # small networks: one thread is fastest; restored after
         if benchmark is not None:
             instances = load_instances(benchmark)
             if result_dir is not None:
@@ -111,8 +109,6 @@ def verify(
         res = verify_instance(network, spec, base, np.random.default_rng(seed))
         written, record = _written(res, network, spec, net, prop, result_file,
                                    probabilistic_unsat)
-    finally:
-        torch.set_num_threads(threads)
     from trustlab.methods.flowreach.verifier import format_witness
 
     text = format_witness(res, probabilistic_unsat=probabilistic_unsat)

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
 from pydantic import Field, model_validator
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
 from trustlab.core.errors import DataError
+from trustlab.core.figures import new_figure
 from trustlab.core.paths import shared_data_dir
+from trustlab.core.runtime import torch_runtime
 from trustlab.datasets.onnx_nets import OnnxNetwork, load_instances
 from trustlab.datasets.vnncomp import load_known_results
 from trustlab.datasets.vnnlib import load_vnnlib
@@ -193,12 +194,8 @@ def _wrong(row: dict[str, Any], method: str, epsilon: float) -> bool:
 
 @register("flowreach", config=FlowReachConfig)
 def run(config: FlowReachConfig, ctx: RunContext) -> Report:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_runtime(threads=1):  # small networks: one thread is fastest; restored after
         return _run(config, ctx)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(config: FlowReachConfig, ctx: RunContext) -> Report:
@@ -449,14 +446,9 @@ def _scaling_report(scaling, report) -> None:
 
 
 def _figures(rows, details, scaling, report) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     shown = [(n, k, r) for n, k, r in details if r.details and r.details[0].y_sample is not None]
     if shown:
-        fig, axes = plt.subplots(1, len(shown), figsize=(4.2 * len(shown), 3.6), squeeze=False)
+        fig, axes = new_figure(1, len(shown), size=(4.2 * len(shown), 3.6))
         for ax, (_name, key, res) in zip(axes[0], shown, strict=False):
             d = res.details[0]
             ax.scatter(d.y_sample[:, 0], d.y_sample[:, 1], s=3, alpha=0.4, label="network")
@@ -465,23 +457,19 @@ def _figures(rows, details, scaling, report) -> None:
             ax.set_xlabel("Y_0")
             ax.set_ylabel("Y_1")
         axes[0][0].legend(fontsize=7)
-        fig.tight_layout()
         report.figure("reach_projection", fig, caption="Network outputs vs flow samples "
                       "(projection on Y_0, Y_1) for the first instances without a witness.")
-        plt.close(fig)
     curves = [(k, r.details[0].ams) for _, k, r in details if r.details and r.details[0].ams]
     if curves:
-        fig, ax = plt.subplots(figsize=(5, 3.6))
+        fig, ax = new_figure(size=(5, 3.6), squeeze=True)
         for _key, ams in curves[:30]:
             ax.semilogy(range(1, len(ams.estimate_history) + 1), ams.estimate_history, alpha=0.6)
         ax.set_xlabel("AMS round")
         ax.set_ylabel("running estimate (1-1/n)^M")
-        fig.tight_layout()
         report.figure("ams_levels", fig, caption="Bounded AMS: running probability estimate per "
                       "round (falling curves: the unsafe set is far from the learned reach set).")
-        plt.close(fig)
     if rows:
-        fig, ax = plt.subplots(figsize=(7.5, 3.6))
+        fig, ax = new_figure(size=(7.5, 3.6), squeeze=True)
         methods = [m for m in METHODS if any(r[m] for r in rows)]
         bottom = np.zeros(len(methods))
         for g in ("sound", "probabilistic", "falsified", "none"):
@@ -492,12 +480,10 @@ def _figures(rows, details, scaling, report) -> None:
         ax.set_ylabel("instances")
         ax.tick_params(axis="x", labelsize=7)
         ax.legend(fontsize=7, title="guarantee", title_fontsize=7)
-        fig.tight_layout()
         report.figure("verdicts", fig, caption="Guarantee of each method's verdict over all "
                       "evaluated instances, at one budget (sound proof, probabilistic "
                       "certificate, falsified by a re-checked witness, none).")
-        plt.close(fig)
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(9.5, 3.6))
+    fig, (ax, ax2) = new_figure(1, 2, size=(9.5, 3.6), squeeze=True)
     depths = [r["depth"] for r in scaling]
     for m, key in (("flowreach (to certificate)", "flowreach_certificate"), ("crown", "crown"),
                    ("crown_bab", "crown_bab")):
@@ -525,11 +511,9 @@ def _figures(rows, details, scaling, report) -> None:
     ax2.set_xlabel("hidden layers")
     ax2.set_ylabel("(upper bound - best max) / range")
     ax2.legend(fontsize=7)
-    fig.tight_layout()
     report.figure("depth_scaling", fig, caption="Synthetic tight family: time vs depth (log-log; "
                   "stars = certified/proved; crown_bab at its budget = timeout) and the relative "
                   "looseness of the sound bounds vs depth.")
-    plt.close(fig)
 
 
 def _rel_margin(scaling) -> float:

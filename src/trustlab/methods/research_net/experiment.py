@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from scipy import stats as sps
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
+from trustlab.core.runtime import Threads, torch_runtime
 from trustlab.methods.research_net.analysis import (
     attention_graph,
     network_stats,
@@ -24,7 +25,7 @@ from trustlab.methods.research_net.analysis import (
 from trustlab.methods.research_net.baselines import FIXED_TOPOLOGIES, best_fixed, fixed_topology
 from trustlab.methods.research_net.budget import Support
 from trustlab.methods.research_net.model import ResearchModel, gini
-from trustlab.methods.research_net.optimise import NetworkOptimiser, torch_threads
+from trustlab.methods.research_net.optimise import NetworkOptimiser
 from trustlab.methods.research_net.plots import (
     draw_networks,
     plot_gini,
@@ -63,7 +64,7 @@ class ResearchNetConfig(ExperimentConfig):
     )
     n_null: int = Field(10, ge=1, description="Density-matched random graphs per structure test.")
     simulate_rounds: int = Field(6, ge=1, description="Learning rounds simulated on the optimum.")
-    n_threads: int = Field(1, ge=1, description="Torch threads (small tensors: 1 is fastest).")
+    threads: Threads = Field(1, description="Torch threads (small tensors: 1 is fastest).")
 
     QUICK: ClassVar[dict] = {
         "sizes": [12, 24],
@@ -100,7 +101,7 @@ def _model(config: ResearchNetConfig, formulation: str) -> ResearchModel:
 
 @register("research-net", config=ResearchNetConfig)
 def run(config: ResearchNetConfig, ctx: RunContext) -> Report:
-    with torch_threads(config.n_threads):
+    with torch_runtime(config.threads):
         return _run(config, ctx)
 
 

@@ -9,8 +9,6 @@ exactly, so a fixed configuration that the softmax can only approximate is kept 
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,6 +16,7 @@ import numpy as np
 import torch
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.runtime import torch_runtime
 from trustlab.methods.research_net.budget import (
     DTYPE,
     Budget,
@@ -27,28 +26,9 @@ from trustlab.methods.research_net.budget import (
 )
 from trustlab.methods.research_net.model import ResearchModel, gini
 
-__all__ = ["NetworkOptimiser", "Restart", "torch_threads"]
+__all__ = ["NetworkOptimiser", "Restart"]
 
 _LOG_FLOOR = 1e-9  # softmax logits of a warm start: log(max(share, floor))
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    """Run a block with ``n`` torch intra-op threads, restoring the previous count after.
-
-    The model's tensors are small (10^2-10^6 entries), and on a shared, loaded machine
-    OpenMP thread hand-offs cost more than the work: one thread is often 100x faster.
-    ``None`` leaves the setting alone.
-    """
-    if n is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)
@@ -86,7 +66,9 @@ class NetworkOptimiser:
     seed : int
         Seed of the random restarts.
     n_threads : int or None
-        Torch threads while fitting (see ``torch_threads``); ``None`` keeps the current count.
+        Torch threads while fitting (``core.runtime.torch_runtime``); ``None`` keeps the current
+        count. The tensors are small (10^2-10^6 entries): on a shared, loaded machine OpenMP
+        hand-offs cost more than the work, and one thread is often 100x faster.
     """
 
     def __init__(
@@ -120,7 +102,7 @@ class NetworkOptimiser:
     ) -> NetworkOptimiser:
         """Optimise on ``support``; ``warm_starts`` maps names to starting budgets."""
         self._check()
-        with torch_threads(self.n_threads):
+        with torch_runtime(self.n_threads):
             return self._fit(support, warm_starts)
 
     def _fit(self, support: Support, warm_starts: dict[str, Budget] | None) -> NetworkOptimiser:

@@ -11,15 +11,15 @@ about a minute; the test session builds it once before the contract runs).
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
 from pydantic import Field, field_validator
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
 from trustlab.core.errors import ConfigError, DataError
+from trustlab.core.figures import new_figure
+from trustlab.core.runtime import Threads, torch_runtime
 
 FAMILY = ["organism:chat-xs", "organism:chat-s", "organism:chat-m", "organism:chat-l"]
 # The default audits the whole scaling axis; `--quick` audits chat-xs alone.
@@ -113,7 +113,7 @@ class RheologyConfig(ExperimentConfig):
     jailbreak_tokens: int = Field(6, ge=1, description="Greedy reply tokens judged for refusal.")
     task_tokens: int = Field(16, ge=1, description="Greedy reply tokens for exact match.")
     n_bootstrap: int = Field(1000, ge=100, description="Bootstrap resamples of each CI.")
-    torch_threads: int = Field(1, ge=1, description="torch CPU threads (fixed for determinism).")
+    threads: Threads = Field(1, description="torch CPU threads (fixed for determinism).")
 
     QUICK: ClassVar[dict[str, Any]] = {
         "models": ["organism:chat-xs"],
@@ -157,16 +157,6 @@ class RheologyConfig(ExperimentConfig):
         if any(x <= 0 for x in v):
             raise ValueError(f"every alpha must be > 0; got {v}")
         return sorted(set(v))
-
-
-@contextlib.contextmanager
-def _torch_settings(threads: int):
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def _short(spec: str) -> str:
@@ -267,12 +257,7 @@ def _public_sets(config: RheologyConfig, corpus: Any, seed: int) -> Any:
 
 
 def _figures(report: Report, audits: dict[str, Any]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), sharey=True)
+    fig, axes = new_figure(1, 3, size=(13, 3.6), sharey=True, squeeze=True)
     for ax, name in zip(axes, ("jailbreak", "harmful", "benign"), strict=True):
         for label, a in audits.items():
             c = a.curves[name]
@@ -283,12 +268,11 @@ def _figures(report: Report, audits: dict[str, Any]) -> None:
     axes[0].set_ylabel("FR response / placebo response")
     axes[0].legend(fontsize=7)
     report.figure("sensitivity_curves", fig, caption="Sensitivity ratio per eps, every model.")
-    plt.close(fig)
 
     # models in order of size, so the scaling lines join neighbours on the axis
     ordered = sorted(audits.items(), key=lambda kv: kv[1].n_params)
     xs = np.array([a.n_params for _, a in ordered], dtype=float)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = new_figure(1, 2, size=(10, 3.6), squeeze=True)
     for j, name in enumerate(("jailbreak", "harmful", "benign")):
         xj = xs * (1.0 + 0.04 * (j - 1))  # small offsets so the three CIs do not overlap
         for key, ax in (("speed_ratio", axes[0]), ("auc_ratio", axes[1])):
@@ -311,9 +295,8 @@ def _figures(report: Report, audits: dict[str, Any]) -> None:
         fig,
         caption=f"Per-model sensitivity scalars (95% CI) vs size, {len(ordered)} model(s).",
     )
-    plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(5, 3.6))
+    fig, ax = new_figure(size=(5, 3.6), squeeze=True)
     ax.plot(xs, [a.cos_task[a.layer] for _, a in ordered], marker="o", label="task")
     ax.plot(xs, [a.cos_harm[a.layer] for _, a in ordered], marker="s", label="harm recog.")
     for x, (label, a) in zip(xs, ordered, strict=True):
@@ -324,7 +307,6 @@ def _figures(report: Report, audits: dict[str, Any]) -> None:
     ax.set_ylabel("cosine with refusal direction")
     ax.legend(fontsize=7)
     report.figure("cosine_vs_scale", fig, caption="Cosine at each model's chosen layer.")
-    plt.close(fig)
 
 
 @register("rheology", config=RheologyConfig)
@@ -360,7 +342,7 @@ def run(config: RheologyConfig, ctx: RunContext) -> Report:
         else:
             prompts = _public_sets(config, corpus, ctx.seed)
     audits: dict[str, Any] = {}
-    with _torch_settings(config.torch_threads):
+    with torch_runtime(config.threads):
         for spec in ctx.progress(config.models, description="models"):
             with ctx.stage(f"load {spec}"):
                 model, label = _load(spec, config, ctx)

@@ -19,6 +19,7 @@ from pydantic import Field, field_validator
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
 from trustlab.core.errors import ConfigError
+from trustlab.core.runtime import Threads, torch_runtime
 from trustlab.methods.sae_idempotency.idempotency import diagnose
 from trustlab.methods.sae_idempotency.io import load_activations, load_saelens
 from trustlab.methods.sae_idempotency.metrics import (
@@ -92,7 +93,7 @@ class SAEIdempotencyConfig(ExperimentConfig):
     )
     synthetic_d: int = Field(64, ge=2, description="Width of the synthetic activations.")
     synthetic_tokens: int = Field(20000, ge=100, description="Tokens of the synthetic source.")
-    torch_threads: int = Field(1, ge=1, description="torch CPU threads (fixed for determinism).")
+    threads: Threads = Field(1, description="torch CPU threads (fixed for determinism).")
 
     QUICK: ClassVar[dict[str, Any]] = {
         "source": "synthetic",  # deterministic and independent of the organism cache
@@ -119,19 +120,6 @@ class SAEIdempotencyConfig(ExperimentConfig):
         if any(x <= 0 for x in v):
             raise ValueError(f"every scale must be > 0; got {v}")
         return v
-
-
-@contextlib.contextmanager
-def _torch_settings(threads: int):
-    old_threads = torch.get_num_threads()
-    old_det = torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old_threads)
-        torch.use_deterministic_algorithms(old_det)
 
 
 def _prompts(n: int, seed: int) -> list[str]:
@@ -239,7 +227,7 @@ def run(config: SAEIdempotencyConfig, ctx: RunContext) -> Report:
     report = ctx.report
     if config.k > config.d_sae:
         raise ConfigError(f"k must be <= d_sae={config.d_sae}. Got {config.k}.")
-    with _torch_settings(config.torch_threads):
+    with torch_runtime(config.threads, deterministic=True):
         with ctx.stage("activations"):
             src = _activations(config, ctx)
         x_raw = src["x"]
