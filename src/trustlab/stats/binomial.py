@@ -31,10 +31,6 @@ FloatOrArray = float | NDArray[np.float64]
 Interval = tuple[FloatOrArray, FloatOrArray]
 
 
-def _check_alpha(alpha: float, where: str) -> float:
-    return check_open_unit(alpha, "alpha", where)
-
-
 def _as_counts(values: ArrayLike, name: str, where: str) -> NDArray[np.float64]:
     try:
         arr = np.asarray(values, dtype=np.float64)
@@ -96,14 +92,14 @@ def clopper_pearson(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> Interval
     quantiles: ``Beta(k, n-k+1).ppf(alpha/2)`` and ``Beta(k+1, n-k).ppf(1-alpha/2)``,
     with lower = 0 at k = 0 and upper = 1 at k = n.
     """
-    alpha = _check_alpha(alpha, "clopper_pearson")
+    alpha = check_open_unit(alpha, "alpha", "clopper_pearson")
     k_arr, n_arr = _check_kn(k, n, "clopper_pearson")
     return _out(_cp_lower(k_arr, n_arr, alpha / 2)), _out(_cp_upper(k_arr, n_arr, alpha / 2))
 
 
 def clopper_pearson_lower(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> FloatOrArray:
     """Exact one-sided lower bound L with ``P(p >= L) >= 1 - alpha`` (0 when k = 0)."""
-    alpha = _check_alpha(alpha, "clopper_pearson_lower")
+    alpha = check_open_unit(alpha, "alpha", "clopper_pearson_lower")
     k_arr, n_arr = _check_kn(k, n, "clopper_pearson_lower")
     return _out(_cp_lower(k_arr, n_arr, alpha))
 
@@ -113,7 +109,7 @@ def clopper_pearson_upper(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> Fl
 
     The usual certificate for an error rate: "the failure rate is at most U".
     """
-    alpha = _check_alpha(alpha, "clopper_pearson_upper")
+    alpha = check_open_unit(alpha, "alpha", "clopper_pearson_upper")
     k_arr, n_arr = _check_kn(k, n, "clopper_pearson_upper")
     return _out(_cp_upper(k_arr, n_arr, alpha))
 
@@ -124,7 +120,7 @@ def wilson(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> Interval:
     Matches ``scipy.stats.binomtest(k, n).proportion_ci(1 - alpha, method="wilson")``,
     including lower = 0 at k = 0 and upper = 1 at k = n.
     """
-    alpha = _check_alpha(alpha, "wilson")
+    alpha = check_open_unit(alpha, "alpha", "wilson")
     k_arr, n_arr = _check_kn(k, n, "wilson")
     z = special.ndtri(1.0 - alpha / 2)
     p_hat = k_arr / n_arr
@@ -142,7 +138,7 @@ def jeffreys(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> Interval:
     Follows Brown, Cai and DasGupta (2001): lower = 0 at k = 0 and upper = 1 at k = n.
     Good average coverage, not a guarantee.
     """
-    alpha = _check_alpha(alpha, "jeffreys")
+    alpha = check_open_unit(alpha, "alpha", "jeffreys")
     k_arr, n_arr = _check_kn(k, n, "jeffreys")
     a, b = k_arr + 0.5, n_arr - k_arr + 0.5
     lower = np.where(k_arr == 0, 0.0, special.betaincinv(a, b, alpha / 2))
@@ -185,7 +181,7 @@ def hoeffding(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> Interval:
 
     Distribution-free and valid for any bounded mean, hence wider than Clopper-Pearson.
     """
-    alpha = _check_alpha(alpha, "hoeffding")
+    alpha = check_open_unit(alpha, "alpha", "hoeffding")
     k_arr, n_arr = _check_kn(k, n, "hoeffding")
     p_hat = k_arr / n_arr
     half = np.sqrt(np.log(2.0 / alpha) / (2.0 * n_arr))

@@ -23,10 +23,6 @@ __all__ = ["conformal_pvalues", "conformal_quantile", "conformal_rank"]
 _RANK_SLACK = 1e-9
 
 
-def _check_alpha(alpha: float, where: str) -> float:
-    return check_open_unit(alpha, "alpha", where)
-
-
 def _as_scores(scores: ArrayLike, name: str, where: str) -> NDArray[np.float64]:
     try:
         arr = np.asarray(scores, dtype=np.float64)
@@ -51,7 +47,7 @@ def conformal_rank(n: int, alpha: float) -> int:
     Raises InputError when ``k > n``: too few calibration scores for a finite threshold at
     this ``alpha`` (the threshold would be +infinity).
     """
-    alpha = _check_alpha(alpha, "conformal_rank")
+    alpha = check_open_unit(alpha, "alpha", "conformal_rank")
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
         raise InputError(f"The 'n' parameter of conformal_rank must be an integer >= 0. Got {n}.")
     n = int(n)
@@ -68,7 +64,7 @@ def conformal_quantile(scores: ArrayLike, alpha: float) -> float:
     This is the empirical quantile at level ``ceil((n + 1)(1 - alpha)) / n``, the finite-sample
     correction that makes ``P(test score <= threshold) >= 1 - alpha`` under exchangeability.
     """
-    alpha = _check_alpha(alpha, "conformal_quantile")
+    alpha = check_open_unit(alpha, "alpha", "conformal_quantile")
     arr = _as_scores(scores, "scores", "conformal_quantile")
     k = conformal_rank(arr.size, alpha)
     return float(np.partition(arr, k - 1)[k - 1])

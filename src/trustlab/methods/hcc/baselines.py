@@ -22,9 +22,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.validation import check_open_unit
 from trustlab.methods.hcc.hcc import (
     ScoreName,
-    check_alpha,
     check_labels,
     first_cover_scores,
     leaf_scores,
@@ -43,7 +43,7 @@ class _Base:
         self.alpha = alpha
 
     def _prepare(self, probs_cal: ArrayLike, y_cal: ArrayLike):
-        check_alpha(self.alpha, self._name)
+        check_open_unit(self.alpha, "alpha", self._name)
         h = Hierarchy.build(self.hierarchy)
         p = h.check_probs(probs_cal, "probs_cal", f"{self._name}.fit")
         y = check_labels(y_cal, p.shape[0], h.n_classes, f"{self._name}.fit")
@@ -55,7 +55,7 @@ class _Base:
             raise NotFittedError(
                 f"This {self._name} is not fitted yet; call 'fit' before 'set_alpha'."
             )
-        self.alpha = check_alpha(alpha, self._name)
+        self.alpha = check_open_unit(alpha, "alpha", self._name)
         self.threshold_ = conformal_quantile(self.cal_scores_, self.alpha)
         return self
 

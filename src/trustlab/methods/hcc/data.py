@@ -21,7 +21,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from trustlab.core.errors import InputError
-from trustlab.datasets.cifar10h import CIFAR10_CLASSES
+from trustlab.datasets.cifar10 import CIFAR10_CLASSES, CIFAR10_TREE
+from trustlab.datasets.digits import load_digits
 from trustlab.methods.hcc.hierarchy import Hierarchy
 
 __all__ = [
@@ -32,12 +33,6 @@ __all__ = [
     "random_hierarchy",
     "synthetic_scores",
 ]
-
-CIFAR10_TREE = {
-    "vehicles": {"road": ["automobile", "truck"], "other": ["airplane", "ship"]},
-    "animals": {"mammals": ["cat", "deer", "dog", "horse"], "non-mammals": ["bird", "frog"]},
-}
-
 
 def cifar10_hierarchy() -> Hierarchy:
     """The CIFAR-10 tree with classes in CIFAR-10 label order."""
@@ -117,7 +112,6 @@ def digits_task(
     """
     from scipy.cluster.hierarchy import linkage, to_tree
     from scipy.spatial.distance import squareform
-    from sklearn.datasets import load_digits
     from sklearn.decomposition import PCA
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import confusion_matrix
@@ -125,18 +119,17 @@ def digits_task(
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    x, y = load_digits(return_X_y=True)
-    order = rng.permutation(len(y))
-    n_train = int(train_fraction * len(y))
-    tr, rest = order[:n_train], order[n_train:]
+    train, held_out = load_digits().split(train_fraction, rng)
+    x_tr, y_tr = train.counts, train.labels
+    n_train = len(train)
     seed = int(rng.integers(0, 2**31 - 1))
     model = make_pipeline(
         StandardScaler(),
         PCA(n_components=n_components, random_state=seed),
         LogisticRegression(max_iter=2000),
     )
-    cv_pred = cross_val_predict(model, x[tr], y[tr], cv=5)
-    conf = confusion_matrix(y[tr], cv_pred, labels=range(10)).astype(float)
+    cv_pred = cross_val_predict(model, x_tr, y_tr, cv=5)
+    conf = confusion_matrix(y_tr, cv_pred, labels=range(10)).astype(float)
     conf /= conf.sum(axis=1, keepdims=True)
     sim = conf + conf.T
     np.fill_diagonal(sim, 0.0)
@@ -154,12 +147,12 @@ def digits_task(
 
     walk(tree, None)
     h = Hierarchy.from_parents(parents, classes=[f"d{k}" for k in range(10)])
-    model.fit(x[tr], y[tr])
-    probs = model.predict_proba(x[rest])
-    acc = float((probs.argmax(axis=1) == y[rest]).mean())
+    model.fit(x_tr, y_tr)
+    probs = model.predict_proba(held_out.counts)
+    acc = float((probs.argmax(axis=1) == held_out.labels).mean())
     note = (
         f"digits: logistic regression on {n_components} PCA components, trained on "
         f"{n_train} images; held-out accuracy {acc:.3f}; hierarchy = average-linkage "
         "clustering of the classes on 1 - symmetrised cross-validated confusion (training split)."
     )
-    return LabelledScores(h, probs, y[rest].astype(np.int64), "digits", note), {"accuracy": acc}
+    return LabelledScores(h, probs, held_out.labels, "digits", note), {"accuracy": acc}

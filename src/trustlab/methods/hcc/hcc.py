@@ -27,7 +27,6 @@ from trustlab.stats import conformal_quantile
 __all__ = [
     "HCC",
     "ScoreName",
-    "check_alpha",
     "check_labels",
     "coverage",
     "first_cover_scores",
@@ -39,10 +38,6 @@ __all__ = [
 
 ScoreName = Literal["lac", "aps", "raps"]
 _SCORES = ("lac", "aps", "raps")
-
-
-def check_alpha(alpha: float, where: str) -> float:
-    return check_open_unit(alpha, "alpha", where)
 
 
 def check_labels(y: ArrayLike, n: int, n_classes: int, where: str) -> NDArray[np.int64]:
@@ -176,7 +171,7 @@ class HCC:
         self.raps_k_reg = raps_k_reg
 
     def _check_params(self) -> None:
-        check_alpha(self.alpha, "HCC")
+        check_open_unit(self.alpha, "alpha", "HCC")
         lam = self.node_penalty
         if isinstance(lam, bool) or not isinstance(lam, int | float) or not lam >= 0:
             raise InputError(
@@ -227,7 +222,7 @@ class HCC:
         The calibration scores do not depend on ``alpha``, so this equals a fresh ``fit``.
         """
         self._check_fitted("set_alpha")
-        self.alpha = check_alpha(alpha, "HCC")
+        self.alpha = check_open_unit(alpha, "alpha", "HCC")
         if self.mondrian:
             self.threshold_ = np.array(
                 [

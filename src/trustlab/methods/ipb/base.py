@@ -25,11 +25,7 @@ from trustlab.core.errors import InputError, NotFittedError
 from trustlab.core.validation import check_open_unit
 from trustlab.stats import clopper_pearson
 
-__all__ = ["BoundaryEstimator", "TargetBound", "check_delta", "check_samples"]
-
-
-def check_delta(delta: float, name: str, where: str) -> float:
-    return check_open_unit(delta, name, where)
+__all__ = ["BoundaryEstimator", "TargetBound", "check_samples"]
 
 
 def check_samples(x: ArrayLike, name: str, where: str, min_n: int = 2) -> NDArray[np.float64]:
@@ -202,7 +198,7 @@ class BoundaryEstimator:
         ``1 - alpha - delta`` (``alpha``: miscoverage of the binomial interval).
         """
         self._check_fitted()
-        alpha = check_delta(alpha, "alpha", f"{self._NAME}.propagate")
+        alpha = check_open_unit(alpha, "alpha", f"{self._NAME}.propagate")
         s_lo, s_hi = clopper_pearson(k, n, alpha)
         return TargetBound(
             lower=float(self.lower(s_lo)),

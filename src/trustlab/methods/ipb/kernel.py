@@ -24,7 +24,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.spatial.distance import cdist, pdist
 
 from trustlab.core.errors import InputError
-from trustlab.methods.ipb.base import BoundaryEstimator, check_delta, check_samples
+from trustlab.core.validation import check_open_unit
+from trustlab.methods.ipb.base import BoundaryEstimator, check_samples
 
 __all__ = [
     "KernelBoundary",
@@ -117,7 +118,7 @@ class KernelBoundary(BoundaryEstimator):
         x_q = check_samples(x_q, "x_q", where)
         if x_p.shape[1] != x_q.shape[1]:
             raise InputError(f"x_p and x_q of {where} must have the same number of features.")
-        delta = check_delta(self.delta, "delta", where)
+        delta = check_open_unit(self.delta, "delta", where)
         rng = np.random.default_rng(self.random_state)
         if len(x_p) > self.max_points:
             x_p = x_p[rng.choice(len(x_p), self.max_points, replace=False)]

@@ -29,7 +29,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, sparse
 
 from trustlab.core.errors import InputError, SolverError
-from trustlab.methods.ipb.base import BoundaryEstimator, check_delta, check_samples
+from trustlab.core.validation import check_open_unit
+from trustlab.methods.ipb.base import BoundaryEstimator, check_samples
 
 __all__ = ["LipschitzBoundary", "lipschitz_edges", "lipschitz_lp"]
 
@@ -158,7 +159,7 @@ class LipschitzBoundary(BoundaryEstimator):
             raise InputError(f"The 'lipschitz' parameter of {where} must be > 0. Got {self.lipschitz}.")
         if not isinstance(self.n_grid, int) or self.n_grid < 3:
             raise InputError(f"The 'n_grid' parameter of {where} must be an int >= 3. Got {self.n_grid}.")
-        delta = check_delta(self.delta, "delta", where)
+        delta = check_open_unit(self.delta, "delta", where)
         n, m = len(x_p), len(x_q)
         self.points_ = np.vstack([x_p, x_q])
         self.n_p_, self.n_q_ = n, m

@@ -31,7 +31,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from trustlab.core.errors import InputError
-from trustlab.methods.ipb.base import BoundaryEstimator, check_delta, check_samples
+from trustlab.core.validation import check_open_unit
+from trustlab.methods.ipb.base import BoundaryEstimator, check_samples
 from trustlab.stats import clopper_pearson
 
 __all__ = ["TestBoundary", "dkw_epsilon", "roc_hull", "roc_points", "upper_hull"]
@@ -41,7 +42,7 @@ def dkw_epsilon(n: int, delta: float) -> float:
     """Dvoretzky-Kiefer-Wolfowitz-Massart: ``P(sup |F_n - F| > eps) <= delta`` for this eps."""
     if n < 1:
         raise InputError(f"The 'n' parameter of dkw_epsilon must be >= 1. Got {n}.")
-    delta = check_delta(delta, "delta", "dkw_epsilon")
+    delta = check_open_unit(delta, "delta", "dkw_epsilon")
     return float(np.sqrt(np.log(2.0 / delta) / (2.0 * n)))
 
 
@@ -189,7 +190,7 @@ class TestBoundary(BoundaryEstimator):
     def fit_scores(self, s_p: ArrayLike, s_q: ArrayLike) -> TestBoundary:
         """Calibrate from scores of independent P and Q samples (the score fixed beforehand)."""
         where = self._NAME
-        delta = check_delta(self.delta, "delta", where)
+        delta = check_open_unit(self.delta, "delta", where)
         if self.band not in ("cp", "dkw"):
             raise InputError(f"The 'band' parameter of {where} must be 'cp' or 'dkw'. Got {self.band!r}.")
         s_p = check_samples(s_p, "s_p", where)[:, 0]

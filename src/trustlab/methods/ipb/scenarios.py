@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import optimize, special
 
+from trustlab.datasets.digits import load_digits
 from trustlab.methods.ipb.base import BoundaryEstimator
 from trustlab.stats import clopper_pearson
 
@@ -148,7 +149,6 @@ class DigitsGenerator:
     generators_: list[Any] = field(default_factory=list, repr=False)
 
     def fit(self) -> DigitsGenerator:
-        from sklearn.datasets import load_digits
         from sklearn.decomposition import PCA
         from sklearn.linear_model import LogisticRegression
         from sklearn.mixture import GaussianMixture
@@ -158,7 +158,8 @@ class DigitsGenerator:
             return self._fit(load_digits, PCA, LogisticRegression, GaussianMixture)
 
     def _fit(self, load_digits: Any, pca: Any, logreg: Any, mixture: Any) -> DigitsGenerator:
-        x, y = load_digits(return_X_y=True)
+        digits = load_digits()
+        x, y = digits.counts, digits.labels
         self.pca_ = pca(self.n_components_pca, random_state=self.seed).fit(x)
         z = self.pca_.transform(x)
         self.scale_ = float(np.std(z))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trustlab.core.errors import DataError, InputError, MissingDependencyError
+from trustlab.datasets.digits import load_digits
 from trustlab.methods.jaguar.layout import conv2d_int
 
 __all__ = [
@@ -404,15 +405,9 @@ def _col2im(cols: np.ndarray, shape: tuple, k: int, pad: int) -> np.ndarray:
 
 
 def digits_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """scikit-learn's 8x8 digits in [0, 1], shape (n, 1, 8, 8); a fixed 80/20 split."""
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    x = (d.images / 16.0)[:, None].astype(np.float64)
-    y = d.target.astype(np.int64)
-    perm = np.random.default_rng(seed).permutation(len(y))
-    cut = int(0.8 * len(y))
-    return x[perm[:cut]], y[perm[:cut]], x[perm[cut:]], y[perm[cut:]]
+    """The 8x8 digits in [0, 1], shape (n, 1, 8, 8); a seeded 80/20 split (x, y, x_test, y_test)."""
+    train, test = load_digits().split(0.8, seed)
+    return train.channels_first, train.labels, test.channels_first, test.labels
 
 
 def train_digits_cnn(seed: int = 0, epochs: int = 12, channels: tuple[int, int] = (8, 16)
