@@ -70,7 +70,7 @@ def best_fixed(
     r = torch.stack([b.r for b in budgets])
     w = torch.stack([b.w for b in budgets])
     with torch.no_grad():
-        if model.formulation == "diffusion" and support.n > 1000:
+        if not model.batches(support.n):
             values = torch.stack([model.total_knowledge(b) for b in budgets])
         else:
             values = model.total_knowledge(Budget(support, r, w))

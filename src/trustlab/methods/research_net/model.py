@@ -56,6 +56,7 @@ __all__ = [
 
 Formulation = Literal["one_hop", "diffusion", "coverage"]
 FORMULATIONS: tuple[str, ...] = ("one_hop", "diffusion", "coverage")
+_DENSE_MAX = 1000  # diffusion's "auto" solver: dense closed form up to this many agents
 
 
 def katz_bonacich(a_dense: torch.Tensor, delta: float, u: torch.Tensor) -> torch.Tensor:
@@ -203,6 +204,14 @@ class ResearchModel:
         h = self.affinities(budget.support.n)
         return -torch.expm1(-self.own_discovery(budget.r).unsqueeze(-1) * h)
 
+    def batches(self, n: int) -> bool:
+        """Whether budgets of ``n`` agents may be scored as a batch (leading dimensions) with
+        the same solver as one at a time: false only for diffusion on the sparse iterative
+        solver, which takes one budget at a time."""
+        if self.formulation != "diffusion":
+            return True
+        return self.solver == "dense" or (self.solver == "auto" and n <= _DENSE_MAX)
+
     # -- knowledge ---------------------------------------------------------------
     def knowledge(self, budget: Budget) -> torch.Tensor:
         """Per-agent knowledge ``K`` (``(..., n)``) at the model's equilibrium / horizon."""
@@ -273,7 +282,7 @@ class ResearchModel:
         u = self.own_discovery(budget.r)
         a = self.absorption(budget.w)
         src, dst = budget.support.src, budget.support.dst
-        dense = self.solver == "dense" or (self.solver == "auto" and budget.support.n <= 1000)
+        dense = self.batches(budget.support.n)
         if dense or u.ndim > 1:
             a_dense = torch.zeros(*a.shape[:-1], budget.support.n, budget.support.n, dtype=a.dtype)
             a_dense[..., src, dst] = a
