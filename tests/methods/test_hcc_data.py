@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -16,8 +14,6 @@ from trustlab.methods.hcc.data import (
     random_hierarchy,
     synthetic_scores,
 )
-
-CIFAR_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "cifar10h"
 
 
 def test_random_hierarchy_is_a_valid_tree():
@@ -69,13 +65,12 @@ def test_digits_task_builds_a_tree_and_useful_classifier():
 
 @pytest.mark.realdata
 def test_cifar10h_hcc_covers_and_beats_lca():
-    if not CIFAR_DIR.is_dir():
-        pytest.skip(
-            f"CIFAR-10H not available here: {CIFAR_DIR} (it ships only beside CI's checkout)"
-        )
-    from trustlab.datasets.cifar10h import load_cifar10h
+    from trustlab.datasets.cifar10h import default_cifar10h_dir, load_cifar10h
 
-    c = load_cifar10h("resnet-110", CIFAR_DIR)
+    root = default_cifar10h_dir()
+    if not root.is_dir():
+        pytest.skip(f"CIFAR-10H not available here: {root} (CC BY-NC-SA, never bundled)")
+    c = load_cifar10h("resnet-110", root)
     assert c.probs.shape == (10000, 10) and c.labels.min() == 0 and c.labels.max() == 9
     assert (c.human_counts.argmax(axis=1) == c.labels).mean() > 0.95  # 0-indexed labels
     h = cifar10_hierarchy()
@@ -101,3 +96,26 @@ def test_cifar10h_loader_errors(tmp_path):
         load_cifar10h("resnet-110", tmp_path)
     with pytest.raises(InputError, match="'model'"):
         load_cifar10h("vgg", tmp_path)
+
+
+def test_cifar10h_section_is_shared_and_a_typo_is_a_config_error(tmp_path):
+    """One section name and one model type in hcc and teaming; --set cifar10h.dir=/typo fails
+    at config time instead of running without the data (issue 38)."""
+    from trustlab.core import ConfigError, get_experiment, resolve_config
+    from trustlab.datasets.cifar10h import Cifar10HSource
+
+    for method in ("hcc", "teaming"):
+        cls = get_experiment(method).config_cls
+        field = cls.model_fields["cifar10h"]
+        assert issubclass(field.annotation, Cifar10HSource)
+        with pytest.raises(ConfigError, match="cifar10h.dir"):
+            resolve_config(cls, overrides=[f"cifar10h.dir={tmp_path / 'typo'}"])
+        cfg = resolve_config(cls, overrides=["cifar10h.enabled=false", "cifar10h.model=densenet-bc-190"])
+        assert not cfg.cifar10h.enabled and cfg.cifar10h.model == "densenet-bc-190"
+        assert cfg.cifar10h.load() is None and "switched off" in cfg.cifar10h.absent_note()
+        assert not resolve_config(cls, overrides=["cifar10h=false"]).cifar10h.enabled
+        with pytest.raises(ConfigError, match="cifar10h.model"):
+            resolve_config(cls, overrides=["cifar10h.model=vgg"])
+    # a folder that exists but lacks the file is a DataError, not a skip
+    with pytest.raises(DataError, match="not found"):
+        Cifar10HSource(dir=str(tmp_path)).load()

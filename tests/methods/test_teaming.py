@@ -297,3 +297,69 @@ def test_generator_rejects_bad_values():
         make_teaming_data(1)
     d = make_teaming_data(50, rng=7)
     np.testing.assert_array_equal(d.labels, make_teaming_data(50, rng=7).labels)
+
+
+# ----------------------------------------------------------------------------- annotators
+
+
+def test_precision_annotator_states_its_precision_per_label():
+    from trustlab.methods.teaming import PrecisionAnnotator
+
+    y = np.array([0, 0, 0, 1, 1, 2])
+    h = np.array([0, 0, 1, 1, 0, 2])
+    ann = PrecisionAnnotator(3).fit(h, y)
+    # label 0 given 3 times, right twice: (2 + 1) / (3 + 2); label 1: (1 + 1) / (2 + 2);
+    # label 2: (1 + 1) / (1 + 2)
+    np.testing.assert_allclose(ann.precision_, [3 / 5, 2 / 4, 2 / 3])
+    probs = ann.predict_proba(np.array([2, 0]))
+    np.testing.assert_allclose(probs[0], [1 / 6, 1 / 6, 2 / 3])
+    with pytest.raises(NotFittedError):
+        PrecisionAnnotator(3).predict_proba(h)
+    with pytest.raises(InputError, match="same length"):
+        PrecisionAnnotator(3).fit(h, y[:5])
+
+
+def test_votes_team_is_calibrated_per_label_and_fits_on_the_fit_split_only():
+    from trustlab.methods.teaming import PrecisionAnnotator, votes_team
+
+    rng = np.random.default_rng(0)
+    n, k = 24000, 4
+    y = rng.integers(0, k, n)
+    skill = rng.uniform(0.3, 0.95, n)  # the share of annotators right on each item
+    pvals = np.where(np.arange(k)[None, :] == y[:, None], skill[:, None], (1 - skill[:, None]) / (k - 1))
+    counts = rng.multinomial(50, pvals).astype(float)
+    human = (counts.cumsum(1) / counts.sum(1, keepdims=True) > rng.random((n, 1))).argmax(1)
+    logits = 2.0 * np.eye(k)[y] + rng.normal(size=(n, k))
+    probs = np.exp(3 * logits) / np.exp(3 * logits).sum(1, keepdims=True)  # overconfident
+    order = rng.permutation(n)
+    fit, ev = votes_team(probs, y, counts, human, order[:12000], order[12000:])
+    assert fit.n == 12000 and ev.n == 12000
+    # the stated precision of each label matches the evaluation split's precision (each label
+    # is said ~3,000 times per split: SE about 0.009 each, so 0.03 is over 2 combined SE)
+    for lab in range(k):
+        said = ev.human_labels == lab
+        assert np.mean(ev.labels[said] == lab) == pytest.approx(ev.human_probs[said, lab].mean(), abs=0.03)
+    # nothing learned from the evaluation split: refitting on fit rows alone gives the same
+    ann = PrecisionAnnotator(k).fit(human[order[:12000]], y[order[:12000]])
+    np.testing.assert_allclose(ev.human_probs, ann.predict_proba(ev.human_labels))
+    np.testing.assert_allclose(ev.human_correct_prob, counts[order[12000:], y[order[12000:]]] / 50)
+    # the model is temperature-scaled on the fit split: its per-cell ECE falls
+    from trustlab.stats import ece
+
+    assert ece(ev.model_probs, ev.labels) < ece(probs[order[12000:]], y[order[12000:]])
+    with pytest.raises(InputError, match="disjoint"):
+        votes_team(probs, y, counts, human, order[:12000], order[11999:])
+
+
+def test_synthetic_team_settings_check_accuracy_against_chance():
+    from pydantic import ValidationError
+
+    from trustlab.methods.teaming import SyntheticTeam
+
+    with pytest.raises(ValidationError, match="1/n_classes"):
+        SyntheticTeam(n_classes=10, human_accuracy_dark=0.05)
+    team = SyntheticTeam(n_classes=4, grid=1)
+    d = team.generate(300, rng=3)
+    np.testing.assert_array_equal(
+        d.labels, make_teaming_data(300, n_classes=4, grid=1, human_accuracy=(0.95, 0.4), rng=3).labels
+    )

@@ -16,14 +16,14 @@ from trustlab.methods.teaming import (
     partition_calibration,
 )
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-CIFAR10H = SHARED_DATA / "cifar10h"
-
 
 def _cifar10h_dir() -> Path:
-    if not CIFAR10H.is_dir():
-        pytest.skip(f"CIFAR-10H not available here: {CIFAR10H} (CC BY-NC-SA, never bundled)")
-    return CIFAR10H
+    from trustlab.datasets.cifar10h import default_cifar10h_dir
+
+    root = default_cifar10h_dir()
+    if not root.is_dir():
+        pytest.skip(f"CIFAR-10H not available here: {root} (CC BY-NC-SA, never bundled)")
+    return root
 
 
 # ----------------------------------------------------------------------------- torchmetrics
@@ -92,7 +92,7 @@ def test_cifar10h_combination_beats_both_teammates():
 
 def test_quick_experiment_reports_the_central_finding(tmp_path):
     run_experiment("teaming", quick=True, seed=3, out_dir=tmp_path / "run",
-                   overrides=["use_cifar10h=false"])
+                   overrides=["cifar10h=false"])
     data = json.loads((tmp_path / "run" / "report.json").read_text())
     m = {k: v["value"] for k, v in data["metrics"].items()}
     assert m["synthetic_confusion_matrix_mean_cell_ece"] > m["synthetic_human_mean_cell_ece"]

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trustlab.core.errors import DataError, InputError
 from trustlab.core.paths import shared_data_dir
@@ -28,10 +30,15 @@ __all__ = [
     "CIFAR10H_MODELS",
     "CIFAR10_CLASSES",
     "Cifar10H",
+    "Cifar10HModel",
+    "Cifar10HSource",
     "default_cifar10h_dir",
     "load_cifar10h",
     "sample_human_labels",
 ]
+
+#: The CNNs whose CIFAR-10H softmax outputs Kerrigan et al. published (one file each).
+Cifar10HModel = Literal["resnet-110", "preresnet-110", "densenet-bc-190", "resnet-low-acc"]
 
 CIFAR10_CLASSES = (
     "airplane",
@@ -63,6 +70,67 @@ class Cifar10H:
     human_counts: NDArray[np.float64]  # (10000, 10) annotator votes
     model: str
     classes: tuple[str, ...] = CIFAR10_CLASSES
+
+
+class Cifar10HSource(BaseModel):
+    """Where an experiment reads CIFAR-10H from, and which CNN's outputs (a config section).
+
+    The same section (``cifar10h.enabled``, ``cifar10h.model``, ``cifar10h.dir``) in every
+    experiment that uses CIFAR-10H. ``cifar10h=false`` is short for ``cifar10h.enabled=false``.
+    A folder given in ``dir`` must exist (a typo is a config error, not a silent skip); the
+    default folder may be absent, and then the experiment notes that it ran without CIFAR-10H.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = Field(
+        True, description="Use CIFAR-10H when its files are there (false: never)."
+    )
+    model: Cifar10HModel = Field(
+        "resnet-110", description="Which CNN's softmax outputs are the model's probabilities."
+    )
+    dir: str | None = Field(
+        None,
+        description="Folder with the Kerrigan CIFAR-10H CSVs (default ../shared/data/cifar10h, "
+        "or $TRUSTLAB_SHARED_DATA/cifar10h); a folder given here must exist.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bool_shorthand(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool) else value
+
+    @field_validator("dir")
+    @classmethod
+    def _dir_exists(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).expanduser().is_dir():
+            raise ValueError(f"the CIFAR-10H folder {value!r} does not exist")
+        return value
+
+    @property
+    def root(self) -> Path:
+        """The folder the files are read from."""
+        return Path(self.dir).expanduser() if self.dir else default_cifar10h_dir()
+
+    def load(self) -> Cifar10H | None:
+        """The data, or None when switched off or when the default folder is absent.
+
+        A folder named in ``dir`` that lacks the file raises :class:`DataError`.
+        """
+        if not self.enabled:
+            return None
+        if self.dir is None and not (self.root / CIFAR10H_MODELS[self.model]).is_file():
+            return None
+        return load_cifar10h(self.model, self.root)
+
+    def absent_note(self) -> str:
+        """Why :meth:`load` returned None, for the report."""
+        if not self.enabled:
+            return "CIFAR-10H was switched off in the config (cifar10h.enabled=false)."
+        return (
+            f"CIFAR-10H was not evaluated: {self.root / CIFAR10H_MODELS[self.model]} is absent "
+            "(the data are CC BY-NC-SA and never bundled; set cifar10h.dir to their folder)."
+        )
 
 
 def default_cifar10h_dir() -> Path:

@@ -13,6 +13,7 @@ from trustlab.methods.hcc.baselines import (
 )
 from trustlab.methods.hcc.data import (
     CIFAR10_TREE,
+    SyntheticTask,
     cifar10_hierarchy,
     digits_task,
     random_hierarchy,
@@ -37,6 +38,7 @@ __all__ = [
     "MortierRNode",
     "MortierSingleNode",
     "NodeSets",
+    "SyntheticTask",
     "budget_cover",
     "cifar10_hierarchy",
     "coverage",

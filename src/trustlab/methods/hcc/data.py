@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field
 
 from trustlab.core.errors import InputError
 from trustlab.datasets.cifar10 import CIFAR10_CLASSES, CIFAR10_TREE
@@ -28,6 +29,7 @@ from trustlab.methods.hcc.hierarchy import Hierarchy
 __all__ = [
     "CIFAR10_TREE",
     "LabelledScores",
+    "SyntheticTask",
     "cifar10_hierarchy",
     "digits_task",
     "random_hierarchy",
@@ -99,6 +101,33 @@ def synthetic_scores(
     logits -= logits.max(axis=1, keepdims=True)
     p = np.exp(logits)
     return p / p.sum(axis=1, keepdims=True), y
+
+
+class SyntheticTask(BaseModel):
+    """A random hierarchy with sibling-confused scores (a config section and its generator)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    classes: int = Field(40, ge=2, description="Leaves of the random hierarchy.")
+    points: int = Field(10000, ge=200, description="Synthetic points.")
+    max_branching: int = Field(4, ge=2, description="Max children per random node.")
+    signal: float = Field(
+        6.0, gt=0.0, description="Logit bonus along the true class's path (higher = easier)."
+    )
+    noise: float = Field(
+        1.5, ge=0.0, description="Std of the path-shared logit noise (sibling confusion)."
+    )
+
+    def generate(self, rng: np.random.Generator) -> LabelledScores:
+        """Draw the tree, then the scores and labels, from one generator."""
+        h = random_hierarchy(rng, self.classes, max_branching=self.max_branching)
+        p, y = synthetic_scores(h, self.points, rng, signal=self.signal, noise=self.noise)
+        acc = float((p.argmax(axis=1) == y).mean())
+        note = (
+            f"synthetic: random tree with {h.n_classes} classes, {h.n_nodes} nodes, depth "
+            f"{int(h.depth.max())}; {len(y)} points; top-1 accuracy {acc:.3f}."
+        )
+        return LabelledScores(h, p, y, "synthetic", note)
 
 
 def digits_task(

@@ -8,20 +8,19 @@ evaluated at every alpha (the calibration scores do not depend on alpha). Report
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field, field_validator
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
-from trustlab.core.errors import DataError
+from trustlab.datasets.cifar10h import Cifar10HSource
 from trustlab.methods.hcc.baselines import FlatConformal, LCAFlat, MortierRNode, MortierSingleNode
 from trustlab.methods.hcc.data import (
     LabelledScores,
+    SyntheticTask,
     cifar10_hierarchy,
     digits_task,
-    random_hierarchy,
-    synthetic_scores,
 )
 from trustlab.methods.hcc.hcc import HCC
 from trustlab.methods.hcc.hierarchy import Hierarchy, NodeSets
@@ -43,33 +42,21 @@ class HCCConfig(ExperimentConfig):
     mortier_max_nodes: int = Field(
         3, ge=1, description="r of the Mortier et al. at-most-r-nodes baseline."
     )
-    synthetic_classes: int = Field(40, ge=2, description="Leaves of the random hierarchy.")
-    synthetic_points: int = Field(10000, ge=200, description="Synthetic points per data set.")
-    synthetic_max_branching: int = Field(4, ge=2, description="Max children per random node.")
-    synthetic_signal: float = Field(
-        6.0, gt=0.0, description="Logit bonus along the true class's path (higher = easier)."
-    )
-    synthetic_noise: float = Field(
-        1.5, ge=0.0, description="Std of the path-shared logit noise (sibling confusion)."
+    synthetic: SyntheticTask = Field(
+        default_factory=SyntheticTask,
+        description="The synthetic data set: a random tree with sibling-confused scores.",
     )
     digits_components: int = Field(
         8, ge=1, le=64, description="PCA components fed to the digits classifier."
     )
-    cifar10h: bool = Field(
-        True, description="Include CIFAR-10H when its files exist (../shared/data/cifar10h)."
-    )
-    cifar10h_model: Literal["resnet-110", "preresnet-110", "densenet-bc-190"] = Field(
-        "resnet-110", description="Which CNN's CIFAR-10H softmax outputs to use."
-    )
-    cifar10h_dir: str | None = Field(
-        None,
-        description="Folder with the Kerrigan CIFAR-10H CSVs (default ../shared/data/cifar10h).",
+    cifar10h: Cifar10HSource = Field(
+        default_factory=Cifar10HSource,
+        description="CIFAR-10H (enabled, model, dir); evaluated when its files are there.",
     )
 
     QUICK: ClassVar[dict[str, Any]] = {
         "n_splits": 2,
-        "synthetic_points": 3000,
-        "synthetic_classes": 20,
+        "synthetic": {"points": 3000, "classes": 20},
     }
 
     @field_validator("alphas")
@@ -99,53 +86,27 @@ def _methods(h: Hierarchy, config: HCCConfig, alpha: float) -> dict[str, Any]:
 def _datasets(config: HCCConfig, ctx: RunContext) -> list[LabelledScores]:
     out = []
     with ctx.stage("synthetic data"):
-        rng = ctx.child_rng("synthetic")
-        h = random_hierarchy(
-            rng, config.synthetic_classes, max_branching=config.synthetic_max_branching
-        )
-        p, y = synthetic_scores(
-            h,
-            config.synthetic_points,
-            rng,
-            signal=config.synthetic_signal,
-            noise=config.synthetic_noise,
-        )
-        acc = float((p.argmax(axis=1) == y).mean())
-        out.append(
-            LabelledScores(
-                h,
-                p,
-                y,
-                "synthetic",
-                f"synthetic: random tree with {h.n_classes} classes, {h.n_nodes} nodes, depth "
-                f"{int(h.depth.max())}; {len(y)} points; top-1 accuracy {acc:.3f}.",
-            )
-        )
+        out.append(config.synthetic.generate(ctx.child_rng("synthetic")))
     with ctx.stage("digits classifier"):
         digits, _ = digits_task(ctx.child_rng("digits"), n_components=config.digits_components)
         out.append(digits)
-    if config.cifar10h:
-        from trustlab.datasets.cifar10h import default_cifar10h_dir, load_cifar10h
-
-        root = config.cifar10h_dir or default_cifar10h_dir()
-        try:
-            with ctx.stage("load CIFAR-10H"):
-                c = load_cifar10h(config.cifar10h_model, root)
-            acc = float((c.probs.argmax(axis=1) == c.labels).mean())
-            out.append(
-                LabelledScores(
-                    cifar10_hierarchy(),
-                    c.probs,
-                    c.labels,
-                    "cifar10h",
-                    f"cifar10h: {config.cifar10h_model} softmax on the 10,000 CIFAR-10 test images "
-                    f"(Kerrigan et al. CSVs, read from {root}); top-1 accuracy {acc:.3f}.",
-                )
-            )
-        except DataError as exc:
-            ctx.report.note(f"CIFAR-10H was not evaluated: {exc}")
+    with ctx.stage("load CIFAR-10H"):
+        c = config.cifar10h.load()
+    if c is None:
+        ctx.report.note(config.cifar10h.absent_note())
     else:
-        ctx.report.note("CIFAR-10H was switched off in the config (cifar10h=false).")
+        acc = float((c.probs.argmax(axis=1) == c.labels).mean())
+        out.append(
+            LabelledScores(
+                cifar10_hierarchy(),
+                c.probs,
+                c.labels,
+                "cifar10h",
+                f"cifar10h: {c.model} softmax on the 10,000 CIFAR-10 test images "
+                f"(Kerrigan et al. CSVs, read from {config.cifar10h.root}); top-1 accuracy "
+                f"{acc:.3f}.",
+            )
+        )
     return out
 
 

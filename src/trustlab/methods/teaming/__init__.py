@@ -5,6 +5,7 @@ model (:mod:`.combination`), or delegate each point to one of them (:mod:`.deleg
 on a synthetic team calibrated per cell by construction (:mod:`.synthetic`) or on real data.
 """
 
+from trustlab.methods.teaming.annotators import PrecisionAnnotator, votes_team
 from trustlab.methods.teaming.combination import (
     ConfusionMatrixCombiner,
     ProductOfExpertsCombiner,
@@ -31,7 +32,7 @@ from trustlab.methods.teaming.partitions import (
     partition_calibration_ci,
     reliability_diagrams_by_cell,
 )
-from trustlab.methods.teaming.synthetic import TeamingData, make_teaming_data
+from trustlab.methods.teaming.synthetic import SyntheticTeam, TeamingData, make_teaming_data
 
 __all__ = [
     "CAPACITIES",
@@ -42,7 +43,9 @@ __all__ = [
     "OneVsAllDelegator",
     "OracleDelegator",
     "PartitionCalibration",
+    "PrecisionAnnotator",
     "ProductOfExpertsCombiner",
+    "SyntheticTeam",
     "TeamingData",
     "TemperatureScaling",
     "WeightedAverageCombiner",
@@ -56,4 +59,5 @@ __all__ = [
     "partition_calibration_ci",
     "reliability_diagrams_by_cell",
     "team_probs",
+    "votes_team",
 ]

@@ -9,7 +9,6 @@ calibration-preservation table; the delegation-capacity curve; reliability diagr
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -17,11 +16,12 @@ from pydantic import Field
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from trustlab.core import DataError, ExperimentConfig, Report, RunContext, register
+from trustlab.core import ExperimentConfig, Report, RunContext, register
+from trustlab.datasets.cifar10h import Cifar10HSource
+from trustlab.methods.teaming.annotators import votes_team
 from trustlab.methods.teaming.combination import (
     ConfusionMatrixCombiner,
     ProductOfExpertsCombiner,
-    TemperatureScaling,
     WeightedAverageCombiner,
 )
 from trustlab.methods.teaming.delegation import (
@@ -33,13 +33,11 @@ from trustlab.methods.teaming.delegation import (
     team_probs,
 )
 from trustlab.methods.teaming.partitions import (
-    confidence_class_cells,
-    labels_to_probs,
     partition_calibration,
     partition_calibration_ci,
     reliability_diagrams_by_cell,
 )
-from trustlab.methods.teaming.synthetic import TeamingData, make_teaming_data
+from trustlab.methods.teaming.synthetic import SyntheticTeam, TeamingData
 
 __all__ = ["TeamingConfig", "run"]
 
@@ -52,24 +50,26 @@ _DELEGATORS = {
 }
 
 
+class TeamingCifar10H(Cifar10HSource):
+    """The CIFAR-10H section of the teaming config: where, which CNN, and how it is split."""
+
+    fit_fraction: float = Field(
+        0.7, gt=0.05, lt=0.95, description="Share of CIFAR-10H images used to fit (Kerrigan: 0.7)."
+    )
+    capacities: list[CapacityName] = Field(
+        ["logistic", "boosting"], min_length=1,
+        description="Meta-classifier capacities tried on CIFAR-10H.",
+    )
+
+
 class TeamingConfig(ExperimentConfig):
     """Config of the teaming experiment (synthetic team, then CIFAR-10H when present)."""
 
     n_fit: int = Field(8000, ge=200, description="Synthetic points used to fit combiners and delegators.")
     n_eval: int = Field(10000, ge=200, description="Synthetic points used to evaluate them.")
-    n_classes: int = Field(10, ge=2, le=100, description="Number of classes K of the synthetic task.")
-    grid: int = Field(2, ge=1, le=8, description="The synthetic checkerboard has grid×grid cells.")
-    human_accuracy_light: float = Field(
-        0.95, gt=0.0, le=1.0, description="Human accuracy on light cells (must be >= 1/K)."
-    )
-    human_accuracy_dark: float = Field(
-        0.4, gt=0.0, le=1.0, description="Human accuracy on dark cells (must be >= 1/K)."
-    )
-    model_strength: float = Field(
-        2.3, ge=0.0, lt=50.0, description="Signal-to-noise ratio μ of the synthetic model (all cells)."
-    )
-    human_overconfidence: float = Field(
-        0.0, ge=-0.5, le=0.5, description="Added to the human's stated confidence (0 = calibrated)."
+    synthetic: SyntheticTeam = Field(
+        default_factory=SyntheticTeam,
+        description="The synthetic team: classes, checkerboard, human accuracies, model strength.",
     )
     delegators: list[DelegatorName] = Field(
         ["confidence", "l2d", "ova"], min_length=1,
@@ -84,21 +84,9 @@ class TeamingConfig(ExperimentConfig):
         30, ge=1, description="Cells with fewer points are left out of mean/worst-cell ECE."
     )
     n_bootstrap: int = Field(200, ge=10, description="Bootstrap resamples of the ECE intervals.")
-    use_cifar10h: bool = Field(
-        True, description="Also run on CIFAR-10H when its folder exists (false: synthetic only)."
-    )
-    cifar10h_dir: str | None = Field(
-        None, description="Folder of the CIFAR-10H CSVs (default: ../shared/data/cifar10h)."
-    )
-    cifar10h_model: Literal["resnet-110", "preresnet-110", "densenet-bc-190", "resnet-low-acc"] = Field(
-        "resnet-110", description="Which CNN's softmax is the model on CIFAR-10H."
-    )
-    cifar10h_fit_fraction: float = Field(
-        0.7, gt=0.05, lt=0.95, description="Share of CIFAR-10H images used to fit (Kerrigan: 0.7)."
-    )
-    cifar10h_capacities: list[CapacityName] = Field(
-        ["logistic", "boosting"], min_length=1,
-        description="Meta-classifier capacities tried on CIFAR-10H.",
+    cifar10h: TeamingCifar10H = Field(
+        default_factory=TeamingCifar10H,
+        description="CIFAR-10H (enabled, model, dir, fit_fraction, capacities); run when present.",
     )
 
     QUICK: ClassVar[dict[str, Any]] = {
@@ -106,7 +94,7 @@ class TeamingConfig(ExperimentConfig):
         "n_eval": 3000,
         "capacities": ["logistic", "boosting"],
         "n_bootstrap": 40,
-        "cifar10h_capacities": ["logistic"],
+        "cifar10h": {"capacities": ["logistic"]},
     }
 
 
@@ -192,50 +180,21 @@ def _run_team(
 
 
 def _synthetic(config: TeamingConfig, ctx: RunContext) -> tuple[TeamingData, TeamingData]:
-    data = make_teaming_data(
-        config.n_fit + config.n_eval, n_classes=config.n_classes, grid=config.grid,
-        human_accuracy=(config.human_accuracy_light, config.human_accuracy_dark),
-        model_strength=(config.model_strength, config.model_strength),
-        human_overconfidence=config.human_overconfidence, rng=ctx.child_rng("synthetic"),
-    )
+    data = config.synthetic.generate(config.n_fit + config.n_eval, rng=ctx.child_rng("synthetic"))
     return data.subset(np.arange(config.n_fit)), data.subset(np.arange(config.n_fit, data.n))
 
 
 def _cifar10h(config: TeamingConfig, ctx: RunContext) -> tuple[TeamingData, TeamingData] | None:
     """CIFAR-10H as a team: one annotator per image, the CNN temperature-scaled on the fit split."""
-    from trustlab.datasets.cifar10h import default_cifar10h_dir, load_cifar10h, sample_human_labels
+    from trustlab.datasets.cifar10h import sample_human_labels
 
-    if not config.use_cifar10h:
+    raw = config.cifar10h.load()
+    if raw is None:
         return None
-    root = Path(config.cifar10h_dir) if config.cifar10h_dir else default_cifar10h_dir()
-    if not root.is_dir():
-        ctx.log.info("CIFAR-10H folder %s absent; synthetic only", root)
-        return None
-    try:
-        raw = load_cifar10h(config.cifar10h_model, root=root)
-    except DataError as exc:
-        ctx.log.warning("CIFAR-10H not loaded: %s", exc)
-        return None
-    n, k = raw.probs.shape
     human = sample_human_labels(raw.human_counts, ctx.child_rng("cifar10h-annotator"))
-    order = ctx.child_rng("cifar10h-split").permutation(n)
-    n_fit = round(config.cifar10h_fit_fraction * n)
-    fit_idx, ev_idx = order[:n_fit], order[n_fit:]
-    y = raw.labels
-    model = TemperatureScaling().fit(raw.probs[fit_idx], y[fit_idx]).transform(raw.probs)
-    # The annotator's confidence in label h is its precision P(y = h | h) on the fit split
-    # (Beta(1, 1)-smoothed): calibrated w.r.t. the partition by the annotator's label.
-    hits = np.bincount(human[fit_idx], weights=(human[fit_idx] == y[fit_idx]), minlength=k)
-    told = np.bincount(human[fit_idx], minlength=k)
-    precision = np.clip((hits + 1.0) / (told + 2.0), 1.0 / k, 1.0)
-    human_probs = labels_to_probs(human, precision[human], k)
-    share_right = raw.human_counts[np.arange(n), y] / raw.human_counts.sum(axis=1)
-    data = TeamingData(
-        features=np.zeros((n, 0)), labels=y, cells=confidence_class_cells(model, n_bins=2),
-        human_labels=human, human_probs=human_probs, model_probs=model,
-        human_correct_prob=share_right, model_correct_prob=model.max(axis=1),
-    )
-    return data.subset(fit_idx), data.subset(ev_idx)
+    order = ctx.child_rng("cifar10h-split").permutation(len(raw.labels))
+    n_fit = round(config.cifar10h.fit_fraction * len(raw.labels))
+    return votes_team(raw.probs, raw.labels, raw.human_counts, human, order[:n_fit], order[n_fit:])
 
 
 # ----------------------------------------------------------------------------- figures
@@ -314,13 +273,6 @@ def _report_part(
 @register("teaming", config=TeamingConfig)
 def run(config: TeamingConfig, ctx: RunContext) -> Report:
     report = ctx.report
-    for a in (config.human_accuracy_light, config.human_accuracy_dark):
-        if a < 1.0 / config.n_classes:
-            from trustlab.core import ConfigError
-
-            raise ConfigError(
-                f"Human accuracies must be >= 1/n_classes = {1.0 / config.n_classes:.3g}. Got {a}."
-            )
     with ctx.stage("synthetic data"):
         fit, ev = _synthetic(config, ctx)
     rows, probs = _run_team(fit, ev, ev.cells, list(config.capacities), config, ctx, "synthetic")
@@ -366,12 +318,12 @@ def run(config: TeamingConfig, ctx: RunContext) -> Report:
         real = _cifar10h(config, ctx)
     if real is not None:
         cfit, cev = real
-        caps = list(config.cifar10h_capacities)
+        caps = list(config.cifar10h.capacities)
         crow, cprobs = _run_team(cfit, cev, cev.cells, caps, config, ctx, "cifar10h")
         _report_part(report, "cifar10h", crow, cprobs, cev, cev.cells, caps, config)
         cby = {(r["method"], r["capacity"]): r for r in crow}
         for name, desc in (("human", "one simulated annotator per image"),
-                           ("model", f"{config.cifar10h_model}, temperature-scaled"),
+                           ("model", f"{config.cifar10h.model}, temperature-scaled"),
                            ("confusion_matrix", "Kerrigan et al. combination")):
             report.metric(f"cifar10h_{name}_accuracy", cby[(name, "-")]["accuracy"],
                           headline=name == "confusion_matrix", description=f"CIFAR-10H: {desc}.")
@@ -386,7 +338,7 @@ def run(config: TeamingConfig, ctx: RunContext) -> Report:
             "and uses the model's calibrated confidence for the model."
         )
     else:
-        report.note("CIFAR-10H not found (or disabled): synthetic team only.")
+        report.note(config.cifar10h.absent_note() + " Synthetic team only.")
     report.note(
         "Synthetic team: features uniform on [0,1]^2, a grid×grid checkerboard of cells; the human "
         "is right with probability a(cell) and says so (calibrated per cell); the model outputs "

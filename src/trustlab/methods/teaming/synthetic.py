@@ -27,12 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy.special import softmax
 
 from trustlab.core.errors import InputError
 from trustlab.methods.teaming.partitions import labels_to_probs
 
-__all__ = ["TeamingData", "make_teaming_data"]
+__all__ = ["SyntheticTeam", "TeamingData", "make_teaming_data"]
 
 
 @dataclass(frozen=True)
@@ -161,3 +162,42 @@ def make_teaming_data(
         human_correct_prob=a,
         model_correct_prob=true_posterior[np.arange(n), model_pred],
     )
+
+
+class SyntheticTeam(BaseModel):
+    """The settings of :func:`make_teaming_data` as a config section, checked as a whole."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    n_classes: int = Field(10, ge=2, le=100, description="Number of classes K.")
+    grid: int = Field(2, ge=1, le=8, description="The checkerboard has grid x grid cells.")
+    human_accuracy_light: float = Field(
+        0.95, gt=0.0, le=1.0, description="Human accuracy on light cells (must be >= 1/K)."
+    )
+    human_accuracy_dark: float = Field(
+        0.4, gt=0.0, le=1.0, description="Human accuracy on dark cells (must be >= 1/K)."
+    )
+    model_strength: float = Field(
+        2.3, ge=0.0, lt=50.0, description="Signal-to-noise ratio mu of the model (all cells)."
+    )
+    human_overconfidence: float = Field(
+        0.0, ge=-0.5, le=0.5, description="Added to the human's stated confidence (0 = calibrated)."
+    )
+
+    @model_validator(mode="after")
+    def _accuracies_above_chance(self) -> SyntheticTeam:
+        low = min(self.human_accuracy_light, self.human_accuracy_dark)
+        if low < 1.0 / self.n_classes:
+            raise ValueError(
+                f"human accuracies must be >= 1/n_classes = {1.0 / self.n_classes:.3g}; got {low}"
+            )
+        return self
+
+    def generate(self, n: int, rng: np.random.Generator | int | None = 0) -> TeamingData:
+        """``n`` points of this team (see :func:`make_teaming_data`)."""
+        return make_teaming_data(
+            n, n_classes=self.n_classes, grid=self.grid,
+            human_accuracy=(self.human_accuracy_light, self.human_accuracy_dark),
+            model_strength=(self.model_strength, self.model_strength),
+            human_overconfidence=self.human_overconfidence, rng=rng,
+        )
