@@ -108,13 +108,13 @@ def test_cifar10h_section_is_shared_and_a_typo_is_a_config_error(tmp_path):
         cls = get_experiment(method).config_cls
         field = cls.model_fields["cifar10h"]
         assert issubclass(field.annotation, Cifar10HSource)
-        with pytest.raises(ConfigError, match="cifar10h.dir"):
+        with pytest.raises(ConfigError, match=r"cifar10h\.dir"):
             resolve_config(cls, overrides=[f"cifar10h.dir={tmp_path / 'typo'}"])
         cfg = resolve_config(cls, overrides=["cifar10h.enabled=false", "cifar10h.model=densenet-bc-190"])
         assert not cfg.cifar10h.enabled and cfg.cifar10h.model == "densenet-bc-190"
         assert cfg.cifar10h.load() is None and "switched off" in cfg.cifar10h.absent_note()
         assert not resolve_config(cls, overrides=["cifar10h=false"]).cifar10h.enabled
-        with pytest.raises(ConfigError, match="cifar10h.model"):
+        with pytest.raises(ConfigError, match=r"cifar10h\.model"):
             resolve_config(cls, overrides=["cifar10h.model=vgg"])
     # a folder that exists but lacks the file is a DataError, not a skip
     with pytest.raises(DataError, match="not found"):
