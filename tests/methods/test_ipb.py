@@ -301,3 +301,116 @@ def test_kernel_gram_converges_to_the_exact_embeddings():
     assert np.max(np.abs(kb.gram_ - exact)) < 0.01
     t = np.linspace(*kb.domain_, 50)
     assert np.max(np.abs(kb.boundary(t) - ellipse_boundary(t, exact))) < 0.02
+
+
+# -- bad input: a clear error, never a clipped or reinterpreted value (issue 38) -------------
+@pytest.fixture(scope="module")
+def fitted_test_boundary():
+    rng = np.random.default_rng(8)
+    return TestBoundary(score=lambda x: x[:, 0]).fit(rng.normal(size=500), rng.normal(1, size=500))
+
+
+@pytest.mark.parametrize("t", [-0.1, 1.2, np.nan, [0.2, 1.5]])
+@pytest.mark.parametrize("method", ["boundary", "lower_boundary", "upper", "lower", "ipm_interval"])
+def test_rates_outside_the_unit_interval_are_errors(fitted_test_boundary, method, t):
+    with pytest.raises(InputError, match=r"'t' parameter of TestBoundary\.\w+ must"):
+        getattr(fitted_test_boundary, method)(t)
+
+
+def test_rates_at_the_ends_are_fine_and_analytic_functions_check_too(fitted_test_boundary):
+    assert fitted_test_boundary.upper(1.0) == 1.0 and fitted_test_boundary.lower(0.0) == 0.0
+    assert fitted_test_boundary.upper(1.0 + 1e-12) == 1.0  # rounding slack only
+    with pytest.raises(InputError, match=r"'q' parameter .* \[0, 1\]"):
+        fitted_test_boundary.source_range(1.3)
+    for fn, args in (
+        (gaussian_roc, (1.5, 1.0)),
+        (binary_divergence, (0.5, -0.2)),
+        (fdiv_boundary, (2.0, 0.1)),
+        (fdiv_lower_boundary, (np.nan, 0.1)),
+        (hockey_stick_envelope, (1.1, [1.0], [0.0])),
+    ):
+        with pytest.raises(InputError, match=r"\[0, 1\]|finite"):
+            fn(*args)
+    with pytest.raises(InputError, match="'value'"):
+        fdiv_boundary(0.1, np.nan)
+    assert fdiv_boundary(0.1, np.inf) == 1.0  # an infinite divergence bounds nothing
+
+
+def test_a_two_column_score_is_an_error_not_its_first_column():
+    rng = np.random.default_rng(9)
+    x_p, x_q = rng.normal(size=(200, 2)), rng.normal(size=(200, 2)) + 1.0
+    with pytest.raises(InputError, match=r"one value per point .* Got shape \(200, 2\)"):
+        TestBoundary(score=lambda x: x).fit(x_p, x_q)
+    with pytest.raises(InputError, match=r"one value per point"):
+        TestBoundary().fit_scores(x_p, x_q)
+    with pytest.raises(InputError, match=r"shape \(200,\)"):
+        TestBoundary(score=lambda x: x[:100, 0]).fit(x_p, x_q)
+    # (n, 1) is one score per point
+    one = TestBoundary(score=lambda x: x[:, :1], random_state=0).fit(x_p, x_q)
+    flat = TestBoundary(score=lambda x: x[:, 0], random_state=0).fit(x_p, x_q)
+    np.testing.assert_allclose(one.upper(T), flat.upper(T))
+
+
+def test_gap_bounds_contain_the_true_gap_and_ipb_is_tightest_at_the_rare_end():
+    """compare_gap_bounds (moved out of the experiment): coverage of the true fairness gap
+    over draws, and the ordering the application reports (IPB narrower than IPM and than the
+    group's own binomial when the group is rare)."""
+    from trustlab.methods.ipb import compare_gap_bounds, rare_group
+
+    scen = rare_group(d=2, share=0.01, shift=1.0)
+    u = np.array([1.0, 0.0])
+    rate = 0.005
+    c = scen.threshold_for_rate(u, rate)
+    gap = scen.halfspace_rate(u, c, "q") - rate
+    rng = np.random.default_rng(10)
+    n_pop, n_g = 2000, 20  # the group's share of the judged samples
+    hits, widths = 0, {"ipb": [], "ipm": [], "binomial": []}
+    reps = 40
+    for seed in range(reps):
+        tb = TestBoundary(delta=0.05, random_state=seed).fit(
+            scen.sample_p(8000, rng), scen.sample_q(8000, rng)
+        )
+        k_pop = int(rng.binomial(n_pop, rate))
+        k_g = int(rng.binomial(n_g, gap + rate))
+        out = compare_gap_bounds(tb, k_pop, n_pop, k_g, n_g, alpha=0.05)
+        lo, hi = out["ipb"]
+        hits += lo <= gap <= hi
+        for k, (a, b) in out.items():
+            assert a <= b
+            widths[k].append(b - a)
+    # nominal miscoverage 0.1: more than 10 misses in 40 would have probability < 0.003
+    assert hits >= reps - 10
+    assert np.mean(widths["ipb"]) < 0.5 * np.mean(widths["ipm"])
+    assert np.mean(widths["ipb"]) < np.mean(widths["binomial"])
+    kb = KernelBoundary(bandwidth=1.0).fit(rng.normal(size=(50, 2)), rng.normal(size=(50, 2)))
+    with pytest.raises(InputError, match="rates"):
+        compare_gap_bounds(kb, 1, 10, 1, 10)
+    with pytest.raises(NotFittedError):
+        compare_gap_bounds(TestBoundary(), 1, 10, 1, 10)
+
+
+def test_seed_reaches_the_digits_generator_and_the_band_tie_breaks(monkeypatch, tmp_path):
+    """--seed reaches every random choice of the experiment (it used to fix seed 0 there)."""
+    import importlib
+
+    from trustlab.core import run_experiment
+
+    exp = importlib.import_module("trustlab.methods.ipb.experiment")
+    seen: dict[str, list[int]] = {"digits": [], "test": []}
+    real_gen, real_tb = exp.DigitsGenerator, exp.TestBoundary
+
+    def gen(*args, seed=0, **kwargs):
+        seen["digits"].append(seed)
+        return real_gen(*args, seed=seed, **kwargs)
+
+    def tb(*args, random_state=None, **kwargs):
+        seen["test"].append(random_state)
+        return real_tb(*args, random_state=random_state, **kwargs)
+
+    monkeypatch.setattr(exp, "DigitsGenerator", gen)
+    monkeypatch.setattr(exp, "TestBoundary", tb)
+    small = ["repetitions=1", "rates=[0.01]", "shares=[0.5]", "n_unlabelled=400",
+             "n_lipschitz=40", "n_kernel=40"]
+    run_experiment("ipb", seed=123, out_dir=tmp_path / "a", quiet=True, overrides=small)
+    assert seen["digits"] == [123]
+    assert seen["test"][:2] == [123, 123]  # the two bands of the boundary figure

@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special, stats
 
 from trustlab.core.errors import InputError
+from trustlab.methods.ipb.base import check_in_range
 
 __all__ = [
     "Divergence",
@@ -40,21 +41,46 @@ def _out(x: NDArray[np.float64]) -> float | NDArray[np.float64]:
     return float(x) if np.ndim(x) == 0 else x
 
 
+def _finite(value: float, name: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InputError(f"The '{name}' parameter of {where} must be a number. Got {value!r}.")
+    if not np.isfinite(value):
+        raise InputError(f"The '{name}' parameter of {where} must be finite. Got {value}.")
+    return float(value)
+
+
+def _divergence_value(value: float, divergence: str, where: str) -> float:
+    if divergence not in _DIVERGENCES:
+        raise InputError(
+            f"The 'divergence' parameter of {where} must be one of {_DIVERGENCES}. Got {divergence!r}."
+        )
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InputError(f"The 'value' parameter of {where} must be a number. Got {value!r}.")
+    if not float(value) >= 0:  # NaN fails too; +inf is allowed (the bound is then trivial)
+        raise InputError(f"The 'value' parameter of {where} must be >= 0. Got {value}.")
+    return float(value)
+
+
 def gaussian_roc(t: ArrayLike, mu: float) -> float | NDArray[np.float64]:
     """Exact upper boundary of all tests between P = N(0, I) and Q = N(mu, I), ``mu = |mean shift|``.
 
     ``B(t) = Phi(Phi^-1(t) + mu)``; the lower boundary is ``Phi(Phi^-1(t) - mu)``
     (pass ``-mu``). The IPM (total variation) is ``2 Phi(mu / 2) - 1``.
     """
-    t = np.clip(np.asarray(t, dtype=np.float64), 0.0, 1.0)
-    return _out(special.ndtr(special.ndtri(t) + float(mu)))
+    t = check_in_range(t, "t", "gaussian_roc")
+    mu = _finite(mu, "mu", "gaussian_roc")
+    return _out(special.ndtr(special.ndtri(t) + mu))
 
 
 def gaussian_hockey_stick(gamma: ArrayLike, mu: float) -> float | NDArray[np.float64]:
     """``H_gamma(Q || P)`` for P = N(0, 1), Q = N(mu, 1), mu > 0, gamma > 0 (Gaussian-DP formula)."""
     gamma = np.asarray(gamma, dtype=np.float64)
-    if np.any(gamma <= 0) or mu <= 0:
-        raise InputError("gaussian_hockey_stick needs gamma > 0 and mu > 0.")
+    mu = _finite(mu, "mu", "gaussian_hockey_stick")
+    if not np.all(np.isfinite(gamma)) or np.any(gamma <= 0) or mu <= 0:
+        raise InputError(
+            "The 'gamma' and 'mu' parameters of gaussian_hockey_stick must be finite and > 0. "
+            f"Got mu={mu:g} and gamma in [{np.min(gamma):g}, {np.max(gamma):g}]."
+        )
     c = np.log(gamma) / mu
     return _out(special.ndtr(mu / 2 - c) - gamma * special.ndtr(-mu / 2 - c))
 
@@ -63,9 +89,17 @@ def hockey_stick_envelope(
     t: ArrayLike, gammas: ArrayLike, h: ArrayLike
 ) -> float | NDArray[np.float64]:
     """``min_k gamma_k t + H_k``: the envelope of supporting lines, an outer bound of ``B(t)``."""
-    t = np.asarray(t, dtype=np.float64)
+    where = "hockey_stick_envelope"
+    t = check_in_range(t, "t", where)
     gammas = np.asarray(gammas, dtype=np.float64)
     h = np.asarray(h, dtype=np.float64)
+    if gammas.ndim != 1 or gammas.shape != h.shape or gammas.size == 0:
+        raise InputError(
+            f"The 'gammas' and 'h' parameters of {where} must be 1-D arrays of one length. "
+            f"Got shapes {gammas.shape} and {h.shape}."
+        )
+    if not (np.all(np.isfinite(gammas)) and np.all(np.isfinite(h)) and np.all(gammas > 0)):
+        raise InputError(f"The 'gammas' (> 0) and 'h' parameters of {where} must be finite.")
     lines = np.multiply.outer(t, gammas) + h
     return _out(np.minimum(np.min(lines, axis=-1), 1.0))
 
@@ -78,8 +112,8 @@ def binary_divergence(
     ``kl``: KL(Q||P); ``reverse_kl``: KL(P||Q); ``hellinger``: ``int (sqrt dQ - sqrt dP)^2``
     (no 1/2); ``chi2``: chi^2(Q||P); ``tv``: total variation.
     """
-    q = np.clip(np.asarray(q, dtype=np.float64), 0.0, 1.0)
-    t = np.clip(np.asarray(t, dtype=np.float64), 0.0, 1.0)
+    q = check_in_range(q, "q", "binary_divergence")
+    t = check_in_range(t, "t", "binary_divergence")
     if divergence == "kl":
         d = special.rel_entr(q, t) + special.rel_entr(1 - q, 1 - t)
     elif divergence == "reverse_kl":
@@ -127,10 +161,9 @@ def fdiv_boundary(
     t: ArrayLike, value: float, divergence: Divergence = "kl"
 ) -> float | NDArray[np.float64]:
     """Outer bound on the test boundary from ``D(Q || P) <= value``: ``max{q : D(q || t) <= value}``."""
-    if not value >= 0:
-        raise InputError(f"The 'value' parameter of fdiv_boundary must be >= 0. Got {value}.")
-    t = np.asarray(t, dtype=np.float64)
-    res = np.vectorize(lambda s: _invert(float(np.clip(s, 0, 1)), value, divergence, True))(t)
+    value = _divergence_value(value, divergence, "fdiv_boundary")
+    t = check_in_range(t, "t", "fdiv_boundary")
+    res = np.vectorize(lambda s: _invert(float(s), value, divergence, True))(t)
     return _out(np.asarray(res, dtype=np.float64))
 
 
@@ -138,8 +171,7 @@ def fdiv_lower_boundary(
     t: ArrayLike, value: float, divergence: Divergence = "kl"
 ) -> float | NDArray[np.float64]:
     """Outer bound on the lower boundary: ``min{q : D(q || t) <= value}``."""
-    if not value >= 0:
-        raise InputError(f"The 'value' parameter of fdiv_lower_boundary must be >= 0. Got {value}.")
-    t = np.asarray(t, dtype=np.float64)
-    res = np.vectorize(lambda s: _invert(float(np.clip(s, 0, 1)), value, divergence, False))(t)
+    value = _divergence_value(value, divergence, "fdiv_lower_boundary")
+    t = check_in_range(t, "t", "fdiv_lower_boundary")
+    res = np.vectorize(lambda s: _invert(float(s), value, divergence, False))(t)
     return _out(np.asarray(res, dtype=np.float64))

@@ -19,13 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import optimize
 
 from trustlab.core.errors import InputError, NotFittedError
 from trustlab.core.validation import check_open_unit
 from trustlab.stats import clopper_pearson
 
-__all__ = ["BoundaryEstimator", "TargetBound", "check_samples"]
+__all__ = ["BoundaryEstimator", "TargetBound", "check_in_range", "check_samples"]
 
 
 def check_samples(x: ArrayLike, name: str, where: str, min_n: int = 2) -> NDArray[np.float64]:
@@ -44,6 +43,27 @@ def check_samples(x: ArrayLike, name: str, where: str, min_n: int = 2) -> NDArra
     if not np.all(np.isfinite(arr)):
         raise InputError(f"The '{name}' parameter of {where} must be finite (no NaN or inf).")
     return arr
+
+
+def check_in_range(
+    values: ArrayLike, name: str, where: str, lo: float = 0.0, hi: float = 1.0
+) -> NDArray[np.float64]:
+    """Finite values in ``[lo, hi]`` (a rounding slack of 1e-9 is clipped, nothing more)."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(
+            f"The '{name}' parameter of {where} must be numeric. Got {type(values).__name__}."
+        ) from exc
+    if not np.all(np.isfinite(arr)):
+        raise InputError(f"The '{name}' parameter of {where} must be finite (no NaN or inf).")
+    slack = 1e-9 * max(1.0, abs(lo), abs(hi))
+    if arr.size and (arr.min() < lo - slack or arr.max() > hi + slack):
+        raise InputError(
+            f"The '{name}' parameter of {where} must lie in [{lo:g}, {hi:g}]. "
+            f"Got values in [{arr.min():g}, {arr.max():g}]."
+        )
+    return np.clip(arr, lo, hi)
 
 
 @dataclass(frozen=True)
@@ -100,6 +120,15 @@ class BoundaryEstimator:
         lo, hi = self.domain_
         return np.clip(np.asarray(t, dtype=np.float64), lo, hi)
 
+    def _check_t(self, t: ArrayLike, name: str, where: str) -> NDArray[np.float64]:
+        """User-given source values: finite and inside the class's range of ``E_P f``.
+
+        A value outside ``domain_`` (a rate above 1, a negative rate) is no ``E_P f`` of any
+        function in the class, so it is an error rather than silently clipped.
+        """
+        lo, hi = self.domain_
+        return check_in_range(t, name, f"{self._NAME}.{where}", lo, hi)
+
     @staticmethod
     def _out(x: NDArray[np.float64]) -> float | NDArray[np.float64]:
         return float(x) if np.ndim(x) == 0 else x
@@ -108,12 +137,12 @@ class BoundaryEstimator:
     def boundary(self, t: ArrayLike) -> float | NDArray[np.float64]:
         """Plug-in upper boundary ``B_hat(t)`` between the empirical measures (no band)."""
         self._check_fitted()
-        return self._out(self._upper_hat(self._clip_t(t)))
+        return self._out(self._upper_hat(self._clip_t(self._check_t(t, "t", "boundary"))))
 
     def lower_boundary(self, t: ArrayLike) -> float | NDArray[np.float64]:
         """Plug-in lower boundary ``L_hat(t)`` between the empirical measures (no band)."""
         self._check_fitted()
-        return self._out(self._lower_hat(self._clip_t(t)))
+        return self._out(self._lower_hat(self._clip_t(self._check_t(t, "t", "lower_boundary"))))
 
     # -- the confidence band --------------------------------------------------------
     def upper(self, t: ArrayLike) -> float | NDArray[np.float64]:
@@ -122,14 +151,14 @@ class BoundaryEstimator:
         Holds for all ``t`` at once with probability ``>= 1 - delta``.
         """
         self._check_fitted()
-        t = np.asarray(t, dtype=np.float64)
+        t = self._check_t(t, "t", "upper")
         value = self._upper_hat(self._clip_t(t + self.eps_p_)) + self.eps_q_
         return self._out(np.clip(value, *self._value_range()))
 
     def lower(self, t: ArrayLike) -> float | NDArray[np.float64]:
         """Lower confidence bound on the true ``L(t)``: ``L_hat(t - eps_p) - eps_q``."""
         self._check_fitted()
-        t = np.asarray(t, dtype=np.float64)
+        t = self._check_t(t, "t", "lower")
         value = self._lower_hat(self._clip_t(t - self.eps_p_)) - self.eps_q_
         return self._out(np.clip(value, *self._value_range()))
 
@@ -155,8 +184,8 @@ class BoundaryEstimator:
 
     def ipm_interval(self, t: ArrayLike, *, band: bool = True) -> tuple[NDArray, NDArray]:
         """The IPM bound ``t -/+ d_F`` that the boundary refines (clipped to the value range)."""
+        t = self._check_t(t, "t", "ipm_interval")
         d = self.ipm(band=band)
-        t = np.asarray(t, dtype=np.float64)
         lo, hi = self._value_range()
         return np.clip(t - d, lo, hi), np.clip(t + d, lo, hi)
 
@@ -169,7 +198,8 @@ class BoundaryEstimator:
         """
         self._check_fitted()
         lo, hi = self.domain_
-        q = float(q)
+        v_lo, v_hi = self._value_range()
+        q = float(check_in_range(q, "q", f"{self._NAME}.source_range", v_lo, v_hi))
 
         def first_true(pred) -> float:
             if pred(lo):
@@ -207,20 +237,3 @@ class BoundaryEstimator:
             source_upper=float(s_hi),
             miscoverage=alpha + self.delta,
         )
-
-
-def concave_envelope_eval(
-    knots_t: NDArray[np.float64], knots_v: NDArray[np.float64], t: NDArray[np.float64]
-) -> NDArray[np.float64]:
-    """Evaluate the piecewise-linear curve through sorted knots (constant outside)."""
-    return np.interp(t, knots_t, knots_v)
-
-
-def root_scalar_increasing(fun, lo: float, hi: float) -> float:
-    """Root of an increasing function on [lo, hi] (brentq), or an end when it has no sign change."""
-    f_lo, f_hi = fun(lo), fun(hi)
-    if f_lo >= 0:
-        return lo
-    if f_hi <= 0:
-        return hi
-    return float(optimize.brentq(fun, lo, hi, xtol=1e-14, rtol=1e-12))

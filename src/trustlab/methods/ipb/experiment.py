@@ -18,6 +18,7 @@ from trustlab.methods.ipb import (
     MixtureShift,
     TestBoundary,
     compare_bounds,
+    compare_gap_bounds,
     ellipse_boundary,
     fdiv_boundary,
     gaussian_divergence,
@@ -30,6 +31,11 @@ from trustlab.methods.ipb import (
 from trustlab.stats import clopper_pearson
 
 RARE = 0.01  # "the rare end": source rates at or below this
+
+
+def _seed(ctx: RunContext) -> int:
+    """The run's --seed as a scikit-learn/numpy seed (the digits generator, band tie-breaks)."""
+    return int(ctx.seed) % (2**31 - 16)
 
 
 class IPBConfig(ExperimentConfig):
@@ -112,20 +118,6 @@ def _shift_application(
     ]
 
 
-def _gap_bounds(tb: TestBoundary, k_pop: int, n_pop: int, k_g: int, n_g: int, cfg: IPBConfig) -> dict:
-    """Intervals for the gap E_Q f - E_P f (group minus population) at miscoverage alpha + delta."""
-    s_lo, s_hi = (float(v) for v in clopper_pearson(k_pop, n_pop, cfg.alpha))
-    d = tb.ipm(band=True)
-    half = (cfg.alpha + cfg.delta) / 2
-    p_lo, p_hi = (float(v) for v in clopper_pearson(k_pop, n_pop, half))
-    g_lo, g_hi = (float(v) for v in clopper_pearson(k_g, n_g, half))
-    return {
-        "ipb": (float(tb.lower(s_lo)) - s_hi, float(tb.upper(s_hi)) - s_lo),
-        "ipm": (max(s_lo - d, 0.0) - s_hi, min(s_hi + d, 1.0) - s_lo),
-        "binomial": (g_lo - p_hi, g_hi - p_lo),
-    }
-
-
 def _fairness_synthetic(config: IPBConfig, rng: np.random.Generator, ctx: RunContext) -> list[dict]:
     rows = []
     u = np.array([1.0, 0.0])
@@ -143,7 +135,7 @@ def _fairness_synthetic(config: IPBConfig, rng: np.random.Generator, ctx: RunCon
             for i, (r, g) in enumerate(zip(config.rates, gaps, strict=True)):
                 k_pop = int(rng.binomial(n_pop, r))
                 k_g = int(rng.binomial(n_g, g + r))
-                per_rate[i].append(_gap_bounds(tb, k_pop, n_pop, k_g, n_g, config))
+                per_rate[i].append(compare_gap_bounds(tb, k_pop, n_pop, k_g, n_g, config.alpha))
         rows += [
             _interval_row("fairness", f"synthetic share={share:g}", r, g, b)
             for r, g, b in zip(config.rates, gaps, per_rate, strict=True)
@@ -152,7 +144,7 @@ def _fairness_synthetic(config: IPBConfig, rng: np.random.Generator, ctx: RunCon
 
 
 def _fairness_digits(config: IPBConfig, rng: np.random.Generator, ctx: RunContext) -> list[dict]:
-    gen = DigitsGenerator(seed=0).fit()
+    gen = DigitsGenerator(seed=_seed(ctx)).fit()
     g = config.group_digit
     n_pop, n_mc = config.n_source_judged, 100_000
     z_g = gen.sample(g, n_mc, rng)
@@ -175,7 +167,7 @@ def _fairness_digits(config: IPBConfig, rng: np.random.Generator, ctx: RunContex
             for i, (tp, gap) in enumerate(zip(truth_pop, gaps, strict=True)):
                 k_pop = int(rng.binomial(n_pop, tp))
                 k_g = int(rng.binomial(n_g, gap + tp))
-                per_rate[i].append(_gap_bounds(tb, k_pop, n_pop, k_g, n_g, config))
+                per_rate[i].append(compare_gap_bounds(tb, k_pop, n_pop, k_g, n_g, config.alpha))
         rows += [
             _interval_row("fairness", f"digits share={share:g}", r, gap, b)
             for r, gap, b in zip(config.rates, gaps, per_rate, strict=True)
@@ -191,8 +183,8 @@ def _boundary_figures(config: IPBConfig, ctx: RunContext, report: Report) -> Non
     scen = gaussian_shift(d=2, mu=mu)
     x_p, x_q = scen.sample_p(config.n_unlabelled, rng), scen.sample_q(config.n_unlabelled, rng)
     with ctx.stage("test boundary (Gaussian shift)"):
-        cp = TestBoundary(delta=config.delta, random_state=0).fit(x_p, x_q)
-        dkw = TestBoundary(delta=config.delta, band="dkw", random_state=0).fit(x_p, x_q)
+        cp = TestBoundary(delta=config.delta, random_state=_seed(ctx)).fit(x_p, x_q)
+        dkw = TestBoundary(delta=config.delta, band="dkw", random_state=_seed(ctx)).fit(x_p, x_q)
     t = np.r_[np.geomspace(1e-4, 0.5, 80), np.linspace(0.5, 1, 40)]
     truth, tv = gaussian_roc(t, mu), gaussian_divergence(mu, "tv")
     kl = fdiv_boundary(t, gaussian_divergence(mu, "kl"), "kl")
@@ -227,10 +219,14 @@ def _boundary_figures(config: IPBConfig, ctx: RunContext, report: Report) -> Non
 
     with ctx.stage("Lipschitz LP and RKHS boundaries"):
         n_l, n_k = config.n_lipschitz, config.n_kernel
-        lb = LipschitzBoundary(lipschitz=config.lipschitz, delta=config.delta, random_state=0).fit(
+        lb = LipschitzBoundary(
+            lipschitz=config.lipschitz, delta=config.delta, random_state=_seed(ctx)
+        ).fit(
             x_p[:n_l, 0], x_q[:n_l, 0]
         )
-        kb = KernelBoundary(bandwidth=config.bandwidth, delta=config.delta).fit(x_p[:n_k], x_q[:n_k])
+        kb = KernelBoundary(
+            bandwidth=config.bandwidth, delta=config.delta, random_state=_seed(ctx)
+        ).fit(x_p[:n_k], x_q[:n_k])
     gram = gaussian_embedding_gram(np.zeros(2), np.array([mu, 0.0]), 1.0, config.bandwidth)
     report.metric("lipschitz_ipm", lb.ipm(), description="bounded-Lipschitz IPM (slope-1 LP), 1-D marginal")
     report.metric("lipschitz_eps", lb.eps_p_, description="Rademacher uniform deviation of the P sample")

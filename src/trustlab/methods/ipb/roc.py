@@ -103,6 +103,25 @@ def _decision_scores(model: Any, x: NDArray[np.float64]) -> NDArray[np.float64]:
     return special.logit(np.clip(proba[:, -1], 1e-12, 1 - 1e-12))
 
 
+def _one_score_per_point(
+    scores: ArrayLike, n: int | None, name: str, where: str
+) -> NDArray[np.float64]:
+    """Scores as ``(n,)``: a second column is an error, never silently ignored."""
+    arr = np.asarray(scores, dtype=np.float64)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
+        want = f"({n},)" if n is not None else "(n,)"
+        raise InputError(
+            f"The score of {where} must give one value per point of '{name}', shape {want} or "
+            f"(n, 1). Got shape {arr.shape} (for a classifier's probabilities, pass the "
+            "column of Q, e.g. lambda x: clf.predict_proba(x)[:, 1])."
+        )
+    if not np.all(np.isfinite(arr)):
+        raise InputError(f"The scores of '{name}' in {where} must be finite (no NaN or inf).")
+    return arr
+
+
 class TestBoundary(BoundaryEstimator):
     """Boundary of tests between P (source) and Q (target), estimated through a score.
 
@@ -161,8 +180,16 @@ class TestBoundary(BoundaryEstimator):
                 f"Got {x_p.shape[1]} and {x_q.shape[1]}."
             )
         if self.score is not None:
+            if not callable(self.score):
+                raise InputError(
+                    f"The 'score' parameter of {where} must be a callable x -> scores. "
+                    f"Got {type(self.score).__name__}."
+                )
             self.score_ = self.score
-            return self.fit_scores(self.score(x_p), self.score(x_q))
+            return self.fit_scores(
+                _one_score_per_point(self.score(x_p), len(x_p), "x_p", where),
+                _one_score_per_point(self.score(x_q), len(x_q), "x_q", where),
+            )
         frac = self.train_fraction
         if not 0.0 < frac < 1.0:
             raise InputError(f"The 'train_fraction' parameter of {where} must be in (0, 1). Got {frac}.")
@@ -193,8 +220,8 @@ class TestBoundary(BoundaryEstimator):
         delta = check_open_unit(self.delta, "delta", where)
         if self.band not in ("cp", "dkw"):
             raise InputError(f"The 'band' parameter of {where} must be 'cp' or 'dkw'. Got {self.band!r}.")
-        s_p = check_samples(s_p, "s_p", where)[:, 0]
-        s_q = check_samples(s_q, "s_q", where)[:, 0]
+        s_p = _one_score_per_point(check_samples(s_p, "s_p", where), None, "s_p", where)
+        s_q = _one_score_per_point(check_samples(s_q, "s_q", where), None, "s_q", where)
         if not isinstance(self.n_thresholds, int) or self.n_thresholds < 2:
             raise InputError(
                 f"The 'n_thresholds' parameter of {where} must be an int >= 2. Got {self.n_thresholds}."
@@ -246,12 +273,12 @@ class TestBoundary(BoundaryEstimator):
 
     def upper(self, t: ArrayLike) -> float | NDArray[np.float64]:
         if getattr(self, "band", None) == "cp" and hasattr(self, "band_t_"):
-            t = np.clip(np.asarray(t, dtype=np.float64), 0.0, 1.0)
+            t = self._check_t(t, "t", "upper")
             return self._out(np.interp(t, self.band_t_, self.band_v_))
         return super().upper(t)
 
     def lower(self, t: ArrayLike) -> float | NDArray[np.float64]:
         if getattr(self, "band", None) == "cp" and hasattr(self, "band_t_"):
-            t = np.clip(np.asarray(t, dtype=np.float64), 0.0, 1.0)
+            t = self._check_t(t, "t", "lower")
             return self._out(1.0 - np.interp(1.0 - t, self.band_t_, self.band_v_))
         return super().lower(t)

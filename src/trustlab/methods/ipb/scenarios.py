@@ -12,7 +12,9 @@
   mixture per digit, fitted on PCA features of scikit-learn's bundled digits) judged by a
   logistic-regression judge; a sample fails when the judge's probability of the intended
   digit is below a threshold. Truths are Monte Carlo estimates on large generated samples.
-* ``compare_bounds``: the IPB, IPM and binomial-only intervals for one target rate.
+* ``compare_bounds``: the IPB, IPM and binomial-only intervals for one target rate;
+  ``compare_gap_bounds``: the same three routes for a gap ``E_Q f - E_P f`` (fairness: a
+  group's failure rate minus the population's).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import optimize, special
 
+from trustlab.core.errors import InputError
 from trustlab.datasets.digits import load_digits
 from trustlab.methods.ipb.base import BoundaryEstimator
 from trustlab.stats import clopper_pearson
@@ -32,6 +35,7 @@ __all__ = [
     "DigitsGenerator",
     "MixtureShift",
     "compare_bounds",
+    "compare_gap_bounds",
     "gaussian_shift",
     "rare_group",
     "tilted_policy",
@@ -199,6 +203,21 @@ class DigitsGenerator:
         return proba[np.arange(len(z)), digits]
 
 
+def _fitted_boundary(boundary: object, where: str) -> BoundaryEstimator:
+    if not isinstance(boundary, BoundaryEstimator):
+        raise InputError(
+            f"The 'boundary' parameter of {where} must be a fitted IPB estimator "
+            f"(TestBoundary, LipschitzBoundary, KernelBoundary). Got {type(boundary).__name__}."
+        )
+    boundary._check_fitted()
+    if boundary.domain_ != (0.0, 1.0):
+        raise InputError(
+            f"{where} bounds rates, so it needs a boundary of [0, 1]-valued functions "
+            f"(TestBoundary or LipschitzBoundary). Got {type(boundary).__name__}."
+        )
+    return boundary
+
+
 def compare_bounds(
     boundary: BoundaryEstimator,
     k_source: int,
@@ -214,8 +233,43 @@ def compare_bounds(
     ``binomial``: Clopper-Pearson on the ``n_target`` judged target samples alone, at
     miscoverage ``alpha + delta`` so the three are compared at the same level.
     """
+    boundary = _fitted_boundary(boundary, "compare_bounds")
     pushed = boundary.propagate(k_source, n_source, alpha)
     d = boundary.ipm(band=True)
     ipm = (max(pushed.source_lower - d, 0.0), min(pushed.source_upper + d, 1.0))
     lo, hi = clopper_pearson(k_target, n_target, alpha + boundary.delta)
     return {"ipb": (pushed.lower, pushed.upper), "ipm": ipm, "binomial": (float(lo), float(hi))}
+
+
+def compare_gap_bounds(
+    boundary: BoundaryEstimator,
+    k_population: int,
+    n_population: int,
+    k_group: int,
+    n_group: int,
+    alpha: float = 0.05,
+) -> dict[str, tuple[float, float]]:
+    """Intervals for the gap ``E_Q f - E_P f`` (group Q minus population P), each at
+    miscoverage <= ``alpha + delta``.
+
+    ``ipb``: with ``[s_lo, s_hi]`` the Clopper-Pearson interval (miscoverage ``alpha``) on the
+    population rate ``t = E_P f`` from ``k_population`` of ``n_population`` judged samples,
+    ``E_Q f`` lies in ``[lower(s_lo), upper(s_hi)]`` on the band's event, so the gap lies in
+    ``[lower(s_lo) - s_hi, upper(s_hi) - s_lo]``.
+    ``ipm``: the same with the band's IPM ``d``: ``[max(s_lo - d, 0) - s_hi, min(s_hi + d, 1) - s_lo]``.
+    ``binomial``: the group's own ``k_group`` of ``n_group`` judged samples against the
+    population's, two Clopper-Pearson intervals at ``(alpha + delta) / 2`` each (union bound),
+    so all three are compared at the same level. Only the first two use unlabelled data.
+    """
+    where = "compare_gap_bounds"
+    boundary = _fitted_boundary(boundary, where)
+    s_lo, s_hi = (float(v) for v in clopper_pearson(k_population, n_population, alpha))
+    half = (float(alpha) + boundary.delta) / 2
+    p_lo, p_hi = (float(v) for v in clopper_pearson(k_population, n_population, half))
+    g_lo, g_hi = (float(v) for v in clopper_pearson(k_group, n_group, half))
+    d = boundary.ipm(band=True)
+    return {
+        "ipb": (float(boundary.lower(s_lo)) - s_hi, float(boundary.upper(s_hi)) - s_lo),
+        "ipm": (max(s_lo - d, 0.0) - s_hi, min(s_hi + d, 1.0) - s_lo),
+        "binomial": (g_lo - p_hi, g_hi - p_lo),
+    }
