@@ -126,8 +126,12 @@ class BoundaryEstimator:
         A value outside ``domain_`` (a rate above 1, a negative rate) is no ``E_P f`` of any
         function in the class, so it is an error rather than silently clipped.
         """
-        lo, hi = self.domain_
+        lo, hi = self._t_range()
         return check_in_range(t, name, f"{self._NAME}.{where}", lo, hi)
+
+    def _t_range(self) -> tuple[float, float]:
+        """Values of ``E_P f`` a user may ask about: ``domain_`` unless a class says more."""
+        return self.domain_
 
     @staticmethod
     def _out(x: NDArray[np.float64]) -> float | NDArray[np.float64]:

@@ -143,6 +143,11 @@ class KernelBoundary(BoundaryEstimator):
     def _value_range(self) -> tuple[float, float]:
         return (-np.inf, np.inf)
 
+    def _t_range(self) -> tuple[float, float]:
+        # |E_P f| <= |f|_H |mu_P|_H <= 1 for the unit ball of a kernel bounded by 1; the true
+        # range (+-|mu_P|) can exceed the estimated domain_, beyond which the boundary is flat
+        return (-1.0, 1.0)
+
     def _upper_hat(self, t: NDArray[np.float64]) -> NDArray[np.float64]:
         return ellipse_boundary(t, self.gram_)
 
