@@ -65,37 +65,81 @@ def run(
         typer.Option("--set", "-s", help="Override a config key: --set key=value (repeatable)."),
     ] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Use the quick preset (seconds).")] = False,
+    full: Annotated[bool, typer.Option("--full", help="Use the full preset (paper scale, e.g. "
+                                       "the whole organism scaling family), where a method "
+                                       "has one.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of every random generator.")] = 0,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory (with "
+                                             "'all': one sub-directory per method).")] = None,
+    runs: Annotated[Path, typer.Option("--runs", help="With 'all' and no --out: the root of "
+                                       "the timestamped run directories.")] = Path("runs"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Run a method's experiment and write report.json, report.md and figures/."""
-    from trustlab.core.registry import implemented_ids
-    from trustlab.core.runner import default_out_dir, run_experiment
+    from trustlab.core.runner import check_out_dir, check_seed, run_experiment
 
     _configure_logging(quiet)
     overrides = list(set_ or [])
+    check_seed(seed)
+    if quick and full:
+        raise ConfigError("--quick and --full exclude each other; give one.")
     if method == "all":
         if config is not None or overrides:
             raise ConfigError("'trustlab run all' takes no --config or --set; run methods one by one.")
-        failures = []
-        for method_id in implemented_ids():
-            target = out / method_id if out is not None else default_out_dir(method_id)
-            try:
-                result = run_experiment(method_id, quick=quick, seed=seed, out_dir=target,
-                                        quiet=quiet)
-            except TrustlabError as exc:
-                failures.append(method_id)
-                typer.echo(f"error: {method_id}: {exc}", err=True)
-                continue
-            _print_result(result)
-        if failures:
-            typer.echo(f"error: {len(failures)} method(s) failed: {', '.join(failures)}", err=True)
-            raise typer.Exit(1)
+        check_out_dir(out if out is not None else runs, "--out" if out is not None else "--runs")
+        _run_all(quick=quick, full=full, seed=seed, out=out, runs=runs, quiet=quiet)
         return
+    if out is not None:
+        check_out_dir(out)  # before any work: a finished run is never lost to its output path
     result = run_experiment(method, config_file=config, overrides=overrides, quick=quick, seed=seed,
-                            out_dir=out, quiet=quiet)
+                            out_dir=out, quiet=quiet, full=full)
     _print_result(result)
+
+
+def _run_all(*, quick: bool, full: bool, seed: int, out: Path | None, runs: Path,
+             quiet: bool) -> None:
+    """Every implemented method, shortest first: the plan up front, then i of N with times."""
+    import time
+
+    from trustlab.core.config import resolve_config
+    from trustlab.core.plan import format_duration, format_plan, plan_run
+    from trustlab.core.registry import get_experiment, implemented_ids
+    from trustlab.core.runner import default_out_dir, run_experiment
+
+    configs, failures = {}, []
+    for method_id in implemented_ids():
+        try:
+            cls = get_experiment(method_id).config_cls
+            configs[method_id] = resolve_config(cls, quick=quick, full=full,
+                                                method_id=method_id).model_dump(mode="json")
+        except TrustlabError as exc:
+            failures.append(method_id)
+            typer.echo(f"error: {method_id}: {exc}", err=True)
+    plan = plan_run(configs, quick=quick, runs_root=runs)
+    typer.echo(format_plan(plan))
+    start = time.perf_counter()
+    for i, item in enumerate(plan, 1):
+        method_id = item.method_id
+        elapsed = format_duration(time.perf_counter() - start)
+        typer.echo(f"[{i}/{len(plan)}] {method_id}: running (estimate "
+                   f"~{format_duration(item.total_s)}; {elapsed} elapsed in all)")
+        target = out / method_id if out is not None else default_out_dir(method_id, runs)
+        began = time.perf_counter()
+        try:
+            result = run_experiment(method_id, quick=quick, full=full, seed=seed,
+                                    out_dir=target, quiet=quiet)
+        except TrustlabError as exc:
+            failures.append(method_id)
+            typer.echo(f"error: {method_id}: {exc}", err=True)
+            continue
+        _print_result(result)
+        typer.echo(f"[{i}/{len(plan)}] {method_id}: done in "
+                   f"{format_duration(time.perf_counter() - began)}")
+    typer.echo(f"all: {len(plan) - len(set(failures) & set(configs))} of {len(plan)} method(s) "
+               f"done in {format_duration(time.perf_counter() - start)}")
+    if failures:
+        typer.echo(f"error: {len(failures)} method(s) failed: {', '.join(failures)}", err=True)
+        raise typer.Exit(1)
 
 
 @app.command("report")
@@ -103,10 +147,13 @@ def report(
     directory: Annotated[Path, typer.Argument(help="Directory searched for report.json files.")],
 ) -> None:
     """Render a static HTML index over every report.json under DIRECTORY."""
-    from trustlab.core.html_index import find_reports, render_index
+    from trustlab.core.html_index import index_reports
 
-    index = render_index(directory)
-    typer.echo(f"{len(find_reports(directory))} report(s) indexed: {index}")
+    result = index_reports(directory)
+    for path, why in result.damaged:
+        typer.echo(f"damaged: {path}: {why}", err=True)
+    damaged = f" ({len(result.damaged)} damaged, not shown)" if result.damaged else ""
+    typer.echo(f"{len(result.indexed)} report(s) indexed{damaged}: {result.path}")
 
 
 @app.command("config")
@@ -202,18 +249,52 @@ def verify() -> None:
 
 
 def main() -> None:
-    """Console-script entry point: user errors become one line on stderr and exit 2."""
+    """Console-script entry point: user errors become one line on stderr and exit 2.
+
+    That holds for trustlab's own errors and for the command line's (a missing argument, an
+    unknown option, a value of the wrong type): click's usage block is folded into one line.
+    """
+    usage_errors, click_errors, aborts = _click_exception_types()
     try:
         argv = _serving_argv(sys.argv[1:])
         _mount_method_clis(argv)
         sys.argv[1:] = argv
-        app()
+        code = app(standalone_mode=False)
     except TrustlabError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except usage_errors as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # the help is already on the screen
+            sys.exit(2)
+        names, ctx = [], exc.ctx
+        while ctx is not None and ctx.parent is not None:  # the root's name is the program's
+            names.insert(0, ctx.info_name)
+            ctx = ctx.parent
+        hint = f" (see 'trustlab {' '.join([*names, '--help'])}')"
+        typer.echo(f"error: {' '.join(exc.format_message().split())}{hint}", err=True)
+        sys.exit(2)
+    except click_errors as exc:
+        typer.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
+        sys.exit(exc.exit_code or 2)
+    except (KeyboardInterrupt, *aborts):
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
+    """Usage, other click and abort exception types: click's and the copy typer vendors."""
+    import click
+
+    modules = [click.exceptions]
+    try:
+        import typer._click.exceptions as vendored  # typer >= 0.26 ships its own click
+
+        modules.append(vendored)
+    except ImportError:
+        pass
+    return (tuple(m.UsageError for m in modules), tuple(m.ClickException for m in modules),
+            (*(getattr(m, "Abort", KeyboardInterrupt) for m in modules), typer.Abort))
 
 
 if __name__ == "__main__":

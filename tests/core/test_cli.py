@@ -1,5 +1,6 @@
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -79,3 +80,73 @@ def test_verify_alias_reaches_flowreach():
     assert "--benchmark" in out.stdout
     missing = trustlab("verify", "/nonexistent/net.onnx", "/nonexistent/prop.vnnlib")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr, missing.stderr
+
+
+def test_usage_errors_are_one_line_exit_2():
+    """click's own errors (missing argument, unknown option, bad type) are one line too."""
+    for args, fragment in [
+        (("run",), "Missing argument 'method'"),
+        (("run", "hcc", "--bogus"), "No such option: --bogus"),
+        (("run", "hcc", "--seed", "x"), "Invalid value for '--seed'"),
+        (("run", "hcc", "--seed", "-1"), "seed must be an integer"),
+        (("run", "hcc", "--quick", "--full"), "exclude each other"),
+        (("organisms", "build"), "Missing argument 'name'"),
+        (("report",), "Missing argument 'directory'"),
+    ]:
+        out = trustlab(*args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert fragment in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1, (args, out.stderr)
+    assert "(see 'trustlab run --help')" in trustlab("run", "hcc", "--bogus").stderr
+
+
+def test_output_path_checked_before_the_run_starts(tmp_path):
+    existing = tmp_path / "existing_file"
+    existing.write_text("keep me")
+    for out, fragment in [(existing, "exists and is a file"),
+                          (existing / "below", "'" + str(existing) + "' is a file")]:
+        start = time.perf_counter()
+        proc = trustlab("run", "hcc", "--out", str(out))  # the full run would take minutes
+        assert proc.returncode == 2 and fragment in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert time.perf_counter() - start < 30
+    assert existing.read_text() == "keep me"
+    proc = trustlab("run", "all", "--out", str(existing))
+    assert proc.returncode == 2 and "exists and is a file" in proc.stderr
+    assert "plan:" not in proc.stdout  # refused before the plan, let alone a run
+
+
+def test_config_dir_and_missing_user_paths_name_the_problem(tmp_path):
+    proc = trustlab("run", "hcc", "--config", str(tmp_path))
+    assert proc.returncode == 2 and "is a directory; give a YAML file" in proc.stderr
+    proc = trustlab("run", "hcc", "--quick", "--set", "cifar10h_dir=/typo",
+                    "--out", str(tmp_path / "never"))
+    assert proc.returncode == 2, proc.stderr
+    assert "'cifar10h_dir' parameter of hcc names a path that does not exist: '/typo'" in proc.stderr
+    assert not (tmp_path / "never").exists()
+
+
+def test_report_lists_damaged_reports_with_a_reason(tmp_path):
+    cases = {"list": "[1, 2]", "empty": "{}", "nohead": '{"method_id": "hcc"}',
+             "broken": '{"method_id": ', "badmetric": '{"method_id": "x", "headline": {}, '
+             '"metrics": {"m": 3}}'}
+    for name, text in cases.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "report.json").write_text(text)
+    proc = trustlab("report", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout.startswith("0 report(s) indexed (5 damaged, not shown)")
+    reasons = {}
+    for line in proc.stderr.strip().splitlines():
+        path, _, why = line.removeprefix("damaged: ").partition("report.json: ")
+        reasons[path.rstrip("/").rsplit("/", 1)[-1]] = why
+    assert reasons.pop("broken").startswith("not valid JSON (line 1:")
+    assert reasons == {
+        "badmetric": "metric 'm' has no value",
+        "empty": "is an empty object",
+        "list": "holds a JSON list, not a report object",
+        "nohead": "has no 'headline'",
+    }
+    page = (tmp_path / "index.html").read_text()
+    assert "Damaged reports (5, not shown)" in page and "<h2 id=" not in page

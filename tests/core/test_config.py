@@ -1,6 +1,9 @@
+from pathlib import Path
 from typing import ClassVar, Literal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import Field
 
 from trustlab.core import ConfigError, ExperimentConfig, resolve_config
@@ -88,3 +91,60 @@ def test_config_reference_lists_every_field():
     for name in ToyConfig.model_fields:
         assert f"`{name}`" in table
     assert "gt 0" in table and "`10`" in table  # constraints and the quick preset are shown
+
+
+class PathConfig(ExperimentConfig):
+    data_dir: str | None = Field(None, description="a folder the user may give")
+    scores_file: str | None = Field(None, description="a file the user may give")
+    model: str = Field("organism:chat-xs", description="not a path field")
+    extra_path: Path | None = Field(None, description="typed path")
+    report_file: str | None = Field(None, description="written by the run",
+                                    json_schema_extra={"output": True})
+    FULL: ClassVar[dict] = {"model": "organism:chat-l"}
+
+
+def test_user_given_paths_must_exist(tmp_path):
+    from trustlab.core.config import path_fields
+
+    assert path_fields(PathConfig) == {"data_dir": "dir", "scores_file": "file",
+                                       "extra_path": "path"}
+    (tmp_path / "f.csv").write_text("x")
+    ok = resolve_config(PathConfig, overrides={"data_dir": str(tmp_path),
+                                               "scores_file": str(tmp_path / "f.csv")})
+    assert ok.data_dir == str(tmp_path)
+    for key, value, fragment in [
+        ("data_dir", "/typo", "names a path that does not exist: '/typo'"),
+        ("data_dir", str(tmp_path / "f.csv"), "must be a directory"),
+        ("scores_file", str(tmp_path), "must be a file"),
+        ("extra_path", "/no/such", "does not exist"),
+    ]:
+        with pytest.raises(ConfigError, match=f"'{key}' parameter of m") as err:
+            resolve_config(PathConfig, overrides={key: value}, method_id="m")
+        assert fragment in str(err.value)
+    resolve_config(PathConfig, overrides={"report_file": "/not/yet/written.txt"})  # output
+
+
+def test_full_preset_and_config_dir(tmp_path):
+    assert resolve_config(PathConfig, full=True).model == "organism:chat-l"
+    with pytest.raises(ConfigError, match="exclude each other"):
+        resolve_config(PathConfig, full=True, quick=True)
+    with pytest.raises(ConfigError, match="is a directory; give a YAML file"):
+        resolve_config(PathConfig, file=tmp_path)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.text(max_size=12), max_size=4))
+def test_parse_overrides_property(items):
+    """Any text gives a nested dict or a one-line ConfigError, never another exception."""
+    try:
+        out = parse_overrides(items)
+    except ConfigError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert isinstance(out, dict)
+    for item in items:
+        key = item.partition("=")[0].strip()
+        node = out
+        for part in key.split(".")[:-1]:
+            node = node[part]
+        assert key.split(".")[-1] in node

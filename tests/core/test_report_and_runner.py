@@ -5,6 +5,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import Field
 
 from trustlab.core import ExperimentConfig, InputError, Report, RunContext, run_experiment
@@ -97,3 +99,68 @@ def test_child_rngs_are_independent_and_reproducible(tmp_path):
     a1 = ctx.child_rng("a").random(3)
     assert np.array_equal(a1, RunContext("ipb", seed=5, out_dir=tmp_path).child_rng("a").random(3))
     assert not np.array_equal(a1, ctx.child_rng("b").random(3))
+
+
+def test_run_all_prints_plan_then_i_of_n(toy, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from trustlab.cli import app
+
+    monkeypatch.setattr(registry_module, "implemented_ids", lambda: ["ipb"])
+    result = CliRunner().invoke(app, ["run", "all", "--quick", "--quiet", "--out",
+                                      str(tmp_path / "all")])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("plan: 1 method(s), about ")
+    assert lines[1].split()[:2] == ["1.", "ipb"]
+    assert lines[2].startswith("[1/1] ipb: running (estimate ~")
+    assert any(line.startswith("[1/1] ipb: done in ") for line in lines)
+    assert lines[-1].startswith("all: 1 of 1 method(s) done in ")
+    assert (tmp_path / "all" / "ipb" / "report.json").is_file()
+
+
+def test_output_dir_is_checked_before_the_experiment_runs(toy, tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    started = []
+    exp = registry_module.Experiment(toy.info, toy.config_cls,
+                                     lambda c, ctx: started.append(1) or toy_run(c, ctx))
+    monkeypatch.setitem(registry_module._REGISTRY, "ipb", exp)
+    for out in (blocker, blocker / "sub"):
+        with pytest.raises(InputError, match="is a file"):
+            run_experiment("ipb", quick=True, out_dir=out)
+    with pytest.raises(InputError, match="seed"):
+        run_experiment("ipb", quick=True, seed=-3, out_dir=tmp_path / "ok")
+    assert started == []
+
+
+def test_read_report_accepts_written_reports_and_names_damage(toy, tmp_path):
+    from trustlab.core.errors import DataError
+    from trustlab.core.html_index import read_report
+
+    result = run_experiment("ipb", quick=True, out_dir=tmp_path / "r")
+    assert read_report(result.report_path)["method_id"] == "ipb"
+    for text, why in [("[]", "JSON list"), ("{}", "empty object"), ('{"headline": {}}',
+                      "no 'method_id'"), ('{"method_id": 3, "headline": {}}', "'method_id' is a int"),
+                      ('{"method_id": "a", "headline": []}', "'headline' is a list")]:
+        (tmp_path / "bad.json").write_text(text)
+        with pytest.raises(DataError, match=why):
+            read_report(tmp_path / "bad.json")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.floats() | st.text(max_size=5),
+                    lambda kids: st.lists(kids, max_size=3)
+                    | st.dictionaries(st.sampled_from(["method_id", "headline", "metrics",
+                                                       "figures", "tables", "notes", "x"]),
+                                      kids, max_size=4), max_leaves=12))
+def test_index_never_crashes_on_arbitrary_json(tmp_path_factory, data):
+    """Any JSON document as report.json: indexed or listed as damaged, never an exception."""
+    from trustlab.core.html_index import index_reports
+
+    root = tmp_path_factory.mktemp("idx")
+    (root / "r").mkdir()
+    (root / "r" / "report.json").write_text(json.dumps(data))
+    result = index_reports(root)
+    assert len(result.indexed) + len(result.damaged) == 1
+    assert result.path.is_file()

@@ -1,7 +1,15 @@
 """Experiment configs: frozen pydantic models, YAML files and ``--set key=value`` overrides.
 
-Precedence: model defaults, then the ``QUICK`` preset (with ``--quick``), then a YAML
-file, then ``--set`` overrides. Unknown keys are errors that list the valid ones.
+Precedence: model defaults, then the ``QUICK`` preset (with ``--quick``) or the ``FULL`` preset
+(with ``--full``), then a YAML file, then ``--set`` overrides. Unknown keys are errors that list the valid ones.
+
+Paths the user gives must exist. A field is a *path field* when its type is ``Path`` or its name
+ends in ``_dir``, ``_file`` or ``_path`` (a ``str`` field too): when a config file or ``--set``
+gives it a value, :func:`resolve_config` checks that a ``*_dir`` is a directory, a ``*_file`` a
+file and anything else exists, and raises ``ConfigError`` naming the key — a typo never turns
+into "data absent, skipped". Defaults are not checked (an absent default is the method's
+documented "no data" path). A path the run *writes* opts out with
+``Field(..., json_schema_extra={"output": True})``.
 """
 
 from __future__ import annotations
@@ -17,7 +25,18 @@ from pydantic import BaseModel, ConfigDict
 
 from trustlab.core.errors import ConfigError
 
-__all__ = ["ExperimentConfig", "config_reference", "parse_overrides", "resolve_config"]
+__all__ = [
+    "PATH_SUFFIXES",
+    "ExperimentConfig",
+    "check_config_paths",
+    "config_reference",
+    "parse_overrides",
+    "path_fields",
+    "resolve_config",
+]
+
+#: Field-name endings that make a config field a path the user gives (checked to exist).
+PATH_SUFFIXES = ("_dir", "_file", "_path")
 
 
 class ExperimentConfig(BaseModel):
@@ -25,11 +44,14 @@ class ExperimentConfig(BaseModel):
 
     Subclasses declare typed fields with defaults and ``description``s, and a ``QUICK``
     class variable: the overrides that make the run take seconds (used by tests and CI).
+    ``FULL`` (optional) holds the overrides of the paper-scale run when the default is kept
+    shorter so that ``trustlab run all`` reports early (e.g. the whole organism scaling family).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
     QUICK: ClassVar[dict[str, Any]] = {}
+    FULL: ClassVar[dict[str, Any]] = {}
 
 
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -69,6 +91,8 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 def load_yaml_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     file = Path(path)
+    if file.is_dir():
+        raise ConfigError(f"Config file '{file}' is a directory; give a YAML file.")
     if not file.is_file():
         raise ConfigError(f"Config file '{file}' does not exist.")
     try:
@@ -91,19 +115,88 @@ def resolve_config(
     file: str | os.PathLike[str] | None = None,
     overrides: list[str] | tuple[str, ...] | dict[str, Any] = (),
     method_id: str | None = None,
+    full: bool = False,
 ) -> ExperimentConfig:
-    """Build a validated config from defaults, the quick preset, a YAML file and overrides."""
+    """Build a validated config from defaults, the quick or full preset, a YAML file and overrides."""
+    if quick and full:
+        raise ConfigError("--quick and --full exclude each other; give one.")
     values: dict[str, Any] = {}
     if quick:
         values = _deep_merge(values, dict(config_cls.QUICK))
+    if full:
+        values = _deep_merge(values, dict(config_cls.FULL))
     if file is not None:
         values = _deep_merge(values, load_yaml_config(file))
     extra = overrides if isinstance(overrides, dict) else parse_overrides(list(overrides))
     values = _deep_merge(values, extra)
     try:
-        return config_cls.model_validate(values)
+        config = config_cls.model_validate(values)
     except pydantic.ValidationError as exc:
         raise ConfigError(_describe_validation_error(config_cls, exc, method_id)) from None
+    check_config_paths(config, given=values, method_id=method_id)
+    return config
+
+
+def path_fields(config_cls: type[BaseModel]) -> dict[str, str]:
+    """The config's input path fields and what each must be: ``{"data_dir": "dir", ...}``."""
+    out: dict[str, str] = {}
+    for name, field in config_cls.model_fields.items():
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        if extra.get("output"):
+            continue
+        typed = _mentions_path(field.annotation)
+        if typed or name.endswith(PATH_SUFFIXES):
+            out[name] = ("dir" if name.endswith("_dir") else
+                         "file" if name.endswith("_file") else "path")
+    return out
+
+
+def _mentions_path(annotation: Any) -> bool:
+    if annotation is None:
+        return False
+    if isinstance(annotation, type) and issubclass(annotation, os.PathLike):
+        return True
+    return any(_mentions_path(arg) for arg in getattr(annotation, "__args__", ()))
+
+
+def check_config_paths(
+    config: BaseModel,
+    *,
+    given: dict[str, Any] | None = None,
+    method_id: str | None = None,
+    prefix: str = "",
+) -> None:
+    """Raise ``ConfigError`` for a user-given path field whose path does not exist.
+
+    ``given``: the values the user set, nested like the config (defaults are not checked);
+    every field when ``None``. Nested settings objects are checked with dotted key names.
+    """
+    owner = f" of {method_id}" if method_id else ""
+    for name in type(config).model_fields:
+        value = getattr(config, name)
+        if isinstance(value, BaseModel) and (given is None or isinstance(given.get(name), dict)):
+            check_config_paths(value, given=None if given is None else given[name],
+                               method_id=method_id, prefix=f"{prefix}{name}.")
+    for field_name, kind in path_fields(type(config)).items():
+        if given is not None and field_name not in given:
+            continue
+        name = prefix + field_name
+        value = getattr(config, field_name)
+        values = value if isinstance(value, list | tuple) else [value]
+        for item in values:
+            if item is None or item == "" or not isinstance(item, str | os.PathLike):
+                continue
+            path = Path(item).expanduser()
+            if not path.exists():
+                raise ConfigError(
+                    f"The '{name}' parameter{owner} names a path that does not exist: '{path}'."
+                )
+            if kind == "dir" and not path.is_dir():
+                raise ConfigError(f"The '{name}' parameter{owner} must be a directory. "
+                                  f"'{path}' is a file.")
+            if kind == "file" and not path.is_file():
+                raise ConfigError(f"The '{name}' parameter{owner} must be a file. "
+                                  f"'{path}' is a directory.")
 
 
 def _describe_validation_error(

@@ -1,17 +1,23 @@
-"""A static HTML index over every ``report.json`` under a directory (offline, no JavaScript)."""
+"""A static HTML index over every ``report.json`` under a directory (offline, no JavaScript).
+
+A ``report.json`` that cannot be read, is not JSON, or does not hold a report (a list, ``{}``,
+no ``method_id`` or ``headline``, metrics without values) is listed as *damaged* with a one-line
+reason — in the page and in :class:`IndexResult` — never counted as indexed and never a crash.
+"""
 
 from __future__ import annotations
 
 import html
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trustlab.core.errors import DataError
 from trustlab.core.io import write_text_atomic
 
-__all__ = ["find_reports", "render_index"]
+__all__ = ["IndexResult", "find_reports", "index_reports", "read_report", "render_index"]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:70rem;
@@ -26,11 +32,59 @@ figcaption{color:#57606a;font-size:.85rem} details{margin:.4rem 0}
 """
 
 
+@dataclass
+class IndexResult:
+    """What ``index_reports`` wrote: the page, the reports shown, the damaged ones and why."""
+
+    path: Path
+    indexed: list[Path] = field(default_factory=list)
+    damaged: list[tuple[Path, str]] = field(default_factory=list)
+
+
 def find_reports(root: str | os.PathLike[str]) -> list[Path]:
     base = Path(root)
+    if base.exists() and not base.is_dir():
+        raise DataError(f"Report directory '{base}' is a file; give the directory of the runs.")
     if not base.is_dir():
         raise DataError(f"Report directory '{base}' does not exist.")
     return sorted(base.rglob("report.json"))
+
+
+def read_report(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and check one ``report.json``; ``DataError`` with a one-line reason if it is damaged."""
+    file = Path(path)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise DataError("not UTF-8 text") from None
+    except OSError as exc:
+        raise DataError(f"unreadable ({exc.strerror or exc})") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise DataError(f"holds a JSON {type(data).__name__}, not a report object")
+    if not data:
+        raise DataError("is an empty object")
+    for key, kind in (("method_id", str), ("headline", dict)):
+        if key not in data:
+            raise DataError(f"has no '{key}'")
+        if not isinstance(data[key], kind):
+            raise DataError(f"'{key}' is a {type(data[key]).__name__}, not a {kind.__name__}")
+    for key, kind in (("metrics", dict), ("figures", dict), ("tables", dict), ("notes", list),
+                      ("provenance", dict)):
+        if key in data and not isinstance(data[key], kind):
+            raise DataError(f"'{key}' is a {type(data[key]).__name__}, not a {kind.__name__}")
+    for name, metric in data.get("metrics", {}).items():
+        if not isinstance(metric, dict) or "value" not in metric:
+            raise DataError(f"metric '{name}' has no value")
+    for name, fig in data.get("figures", {}).items():
+        if not isinstance(fig, dict) or not isinstance(fig.get("path"), str):
+            raise DataError(f"figure '{name}' has no path")
+    for name, table in data.get("tables", {}).items():
+        if not (isinstance(table, dict) and isinstance(table.get("columns"), list)
+                and isinstance(table.get("rows"), list)):
+            raise DataError(f"table '{name}' has no columns and rows")
+    return data
 
 
 def _fmt(value: Any) -> str:
@@ -64,10 +118,10 @@ def _section(path: Path, root: Path, data: dict[str, Any]) -> str:
         f" · git {html.escape(str(prov.get('git_sha') or 'n/a')[:10])}</p>",
     ]
     metrics = data.get("metrics", {})
-    head_rows = [[k, m["value"], m.get("description", "")] for k, m in metrics.items() if m["headline"]]
+    head_rows = [[k, m["value"], m.get("description", "")] for k, m in metrics.items() if m.get("headline")]
     if head_rows:
         parts.append(_table(["headline metric", "value", "description"], head_rows))
-    other_rows = [[k, m["value"], m.get("description", "")] for k, m in metrics.items() if not m["headline"]]
+    other_rows = [[k, m["value"], m.get("description", "")] for k, m in metrics.items() if not m.get("headline")]
     if other_rows:
         parts.append("<details><summary>other metrics</summary>"
                      + _table(["metric", "value", "description"], other_rows, limit=500)
@@ -88,24 +142,40 @@ def _section(path: Path, root: Path, data: dict[str, Any]) -> str:
 
 def render_index(root: str | os.PathLike[str]) -> Path:
     """Write ``root/index.html`` with one section per report found under ``root``."""
+    return index_reports(root).path
+
+
+def index_reports(root: str | os.PathLike[str]) -> IndexResult:
+    """Write ``root/index.html``: one section per valid report, a list of the damaged ones."""
     base = Path(root)
     reports = find_reports(base)
+    result = IndexResult(base / "index.html")
     sections, toc = [], []
     for path in reports:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue  # a foreign or damaged file is skipped, not fatal
+            data = read_report(path)
+        except DataError as exc:
+            result.damaged.append((path, str(exc)))
+            continue
+        result.indexed.append(path)
         rel_dir = path.parent.relative_to(base).as_posix()
         toc.append(f"<li><a href='#{html.escape(rel_dir)}'>{html.escape(rel_dir)}</a> — "
                    + ", ".join(f"{html.escape(k)} = {html.escape(_fmt(v))}"
                                for k, v in list(data.get('headline', {}).items())[:4])
                    + "</li>")
         sections.append(_section(path, base, data))
+    damaged = "".join(
+        f"<li><code>{html.escape(p.relative_to(base).as_posix())}</code>: {html.escape(why)}</li>"
+        for p, why in result.damaged
+    )
+    damaged_html = (f"<h2>Damaged reports ({len(result.damaged)}, not shown)</h2><ul>{damaged}</ul>"
+                    if result.damaged else "")
     body = (
         f"<h1>trustlab runs</h1><p class=meta>{len(sections)} report(s) under "
-        f"<code>{html.escape(str(base))}</code></p><ul>{''.join(toc)}</ul>{''.join(sections)}"
+        f"<code>{html.escape(str(base))}</code></p><ul>{''.join(toc)}</ul>{damaged_html}"
+        f"{''.join(sections)}"
     )
     page = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>trustlab runs</title>"
             f"<style>{_CSS}</style></head><body>{body}</body></html>\n")
-    return write_text_atomic(base / "index.html", page)
+    write_text_atomic(result.path, page)
+    return result
