@@ -23,8 +23,9 @@ setup: $(STAMP)
 
 # The index is rendered even when a method fails, so the other reports stay viewable;
 # the target still fails with the run's status.
+# `make run FULL=1`: the paper-scale presets (e.g. rheology's whole organism scaling family).
 run: setup
-	@status=0; $(BIN)/trustlab run all || status=$$?; \
+	@status=0; $(BIN)/trustlab run all --runs $(RUNS) $(if $(FULL),--full,) || status=$$?; \
 	$(BIN)/trustlab report $(RUNS) && echo "HTML index: $(abspath $(RUNS))/index.html"; \
 	exit $$status
 
