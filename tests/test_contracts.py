@@ -148,3 +148,169 @@ def test_docs_page_documents_every_config_key(method_id):
     config_cls = get_experiment(method_id).config_cls
     missing = [name for name in config_cls.model_fields if f"`{name}`" not in page]
     assert not missing, f"docs/methods/{method_id}.md lacks config keys {missing}; paste `trustlab config {method_id}`"
+
+
+# ---------------------------------------------------------------------------- input contract
+# docs/architecture.md, "Validation: the input contract". Driven through cli.main in-process
+# (the path a user's command takes, one-line errors included) with the method's experiment
+# replaced by a sentinel: every refusal must come before the run starts.
+
+
+def _cli(argv: list[str], capsys) -> tuple[int, list[str]]:
+    """Run ``trustlab ARGV`` through cli.main; return the exit code and stderr lines."""
+    from trustlab import cli
+
+    capsys.readouterr()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", ["trustlab", *argv])
+        try:
+            cli.main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+@pytest.fixture
+def sentinel_run(monkeypatch):
+    """Replace a method's experiment with one that records being started."""
+    from trustlab.core import registry
+
+    started: list[str] = []
+
+    def install(method_id: str) -> list[str]:
+        exp = get_experiment(method_id)
+
+        def run(config, ctx):
+            started.append(method_id)
+            raise AssertionError("the run started although its input was bad")
+
+        monkeypatch.setitem(registry._REGISTRY, method_id, registry.Experiment(exp.info,
+                                                                               exp.config_cls, run))
+        return started
+
+    return install
+
+
+def _first_violation(config_cls) -> tuple[str, object] | None:
+    for name, field in config_cls.model_fields.items():
+        bad = _violations(field.metadata)
+        if bad:
+            return name, bad[0]
+    return None
+
+
+@pytest.mark.parametrize("method_id", IDS)
+def test_bad_cli_input_is_one_line_exit_2_before_the_run(method_id, sentinel_run, capsys,
+                                                         tmp_path):
+    """Bad config values, unknown keys, a bad --out and missing user paths: exit 2, one line,
+    naming the problem, and the experiment never starts."""
+    from trustlab.core.config import path_fields
+
+    started = sentinel_run(method_id)
+    config_cls = get_experiment(method_id).config_cls
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    cases: list[tuple[list[str], str]] = [
+        (["--set", "no_such_key_xyz=1"], "no_such_key_xyz"),
+        (["--out", str(blocker)], "is a file"),
+        (["--out", str(blocker / "below")], "is a file"),
+        (["--seed", "-1"], "seed"),
+    ]
+    violation = _first_violation(config_cls)
+    if violation is not None:
+        cases.append((["--set", f"{violation[0]}={violation[1]}"], violation[0]))
+    for name, kind in path_fields(config_cls).items():
+        cases.append((["--set", f"{name}={tmp_path / 'no_such' / 'typo'}"], name))
+        wrong = tmp_path if kind == "file" else blocker if kind == "dir" else None
+        if wrong is not None:
+            cases.append((["--set", f"{name}={wrong}"], name))
+    for extra, fragment in cases:
+        code, err = _cli(["run", method_id, "--quick", "--quiet", *extra], capsys)
+        assert code == 2, (extra, err)
+        assert len(err) == 1 and err[0].startswith("error: ") and fragment in err[0], (extra, err)
+    assert started == []
+
+
+def test_config_threads_key_is_one_name():
+    """torch threads are configured under one key, ``threads``, in every method."""
+    for method_id in IDS:
+        names = get_experiment(method_id).config_cls.model_fields
+        odd = [n for n in names if "thread" in n and n != "threads"]
+        assert not odd, f"{method_id}: name the thread setting 'threads', not {odd}"
+
+
+def _method_cli_commands():
+    """(method id, command name, positional parameter count) for every method CLI command
+    that takes positional arguments (commands with options only, e.g. servers, are skipped:
+    a probe must never start one)."""
+    import importlib
+
+    import typer.main
+
+    from trustlab.core.catalogue import CATALOGUE
+    from trustlab.core.registry import method_module_file
+
+    out = []
+    for info in CATALOGUE:
+        if not method_module_file(info.id, "cli").is_file():
+            continue
+        module = importlib.import_module(f"trustlab.methods.{info.module}.cli")
+        group = typer.main.get_command(module.app)
+        commands = getattr(group, "commands", {None: group})
+        for name, command in commands.items():
+            positional = [p for p in command.params if p.param_type_name == "argument"]
+            if positional:
+                out.append((info.id, name, len(positional)))
+    return out
+
+
+@pytest.mark.parametrize(("method_id", "command", "n_args"), _method_cli_commands())
+def test_method_commands_reject_garbage_in_one_line(method_id, command, n_args, capsys):
+    """Every method command with positional inputs: nonexistent paths / malformed values are
+    exit 2 with one line (never a traceback or a silent default)."""
+    argv = [method_id, *([command] if command else []), *["/nonexistent/typo.x"] * n_args]
+    code, err = _cli(argv, capsys)
+    assert code == 2, (argv, err)
+    assert len(err) == 1 and err[0].startswith("error: "), (argv, err)
+
+
+# Methods that predate the contract and whose owners are writing their property-test modules
+# (issue 38). The check below reports them as xfail with the missing names until the module
+# lands; a method not listed here (every new method) fails outright.
+PENDING_PROPERTY_TESTS = {"lisa", "flowreach", "rheology", "jaguar", "ipb", "sae-idempotency",
+                          "teaming", "bribery", "hcc", "research-net"}
+
+
+def _property_modules(module: str) -> list[Path]:
+    found = []
+    for path in sorted((REPO_ROOT / "tests" / "methods").glob(f"test_{module}*.py")):
+        text = path.read_text(encoding="utf-8")
+        if re.search(r"^\s*(from|import) hypothesis\b", text, re.MULTILINE):
+            found.append(path)
+    return found
+
+
+@pytest.mark.parametrize("method_id", IDS)
+def test_method_has_property_tests_covering_its_public_api(method_id):
+    """Each method ships hypothesis tests (tests/methods/test_<module>_properties.py, or any
+    tests/methods/test_<module>*.py that imports hypothesis) that name every callable in its
+    package's __all__: malformed inputs give a correct result or InputError."""
+    import importlib
+    import inspect
+
+    from trustlab.core.catalogue import method_info
+
+    module = method_info(method_id).module
+    package = importlib.import_module(f"trustlab.methods.{module}")
+    public = [n for n in getattr(package, "__all__", [])
+              if inspect.isfunction(getattr(package, n)) or inspect.isclass(getattr(package, n))]
+    files = _property_modules(module)
+    text = "\n".join(p.read_text(encoding="utf-8") for p in files)
+    missing = [n for n in public if not re.search(rf"\b{re.escape(n)}\b", text)]
+    problem = (f"no hypothesis test module tests/methods/test_{module}*.py" if not files else
+               f"{len(missing)} public name(s) not covered by {[p.name for p in files]}: "
+               f"{', '.join(missing)}" if missing else "")
+    if problem and method_id in PENDING_PROPERTY_TESTS:
+        pytest.xfail(f"{method_id}: {problem} (owner's issue-38 item)")
+    assert not problem, f"{method_id}: {problem}"

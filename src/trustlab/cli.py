@@ -192,6 +192,8 @@ def _mount_method_clis(argv: list[str]) -> None:
     """
     from trustlab.core.registry import method_module_file
 
+    # Idempotent: a second call (tests drive main() in-process) replaces what the first mounted.
+    app.registered_groups = []
     wanted = argv[1] if len(argv) > 1 and argv[0] == "serve" else (argv[0] if argv else None)
     if wanted == "organisms":
         from trustlab.organisms.cli import app as organisms_app
