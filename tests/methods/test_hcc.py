@@ -299,7 +299,7 @@ def test_bad_inputs_raise():
     p = np.full((50, 10), 0.1)
     with pytest.raises(InputError, match="shape"):
         HCC(CIFAR_TREE).fit(p[:, :9], np.zeros(50, dtype=int))
-    with pytest.raises(InputError, match="class indices"):
+    with pytest.raises(InputError, match=r"class ids in \[0, 10\)"):
         HCC(CIFAR_TREE).fit(p, np.full(50, 10))
     with pytest.raises(InputError, match="calibration scores"):
         HCC(CIFAR_TREE, alpha=0.01).fit(p[:20], np.zeros(20, dtype=int))

@@ -14,7 +14,7 @@ from trustlab.stats.binomial import (
     jeffreys,
     wilson,
 )
-from trustlab.stats.bootstrap import BootstrapResult, bootstrap_ci
+from trustlab.stats.bootstrap import BootstrapResult, bootstrap_ci, check_random_state
 from trustlab.stats.calibration import (
     CalibrationBins,
     calibration_bins,
@@ -42,6 +42,7 @@ __all__ = [
     "bootstrap_ci",
     "calibration_bins",
     "calibration_by_cell",
+    "check_random_state",
     "classwise_ece",
     "clopper_pearson",
     "clopper_pearson_lower",

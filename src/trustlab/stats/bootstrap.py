@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from trustlab.core.errors import InputError
 
-__all__ = ["BootstrapResult", "bootstrap_ci"]
+__all__ = ["BootstrapResult", "bootstrap_ci", "check_random_state"]
 
 # Resample in batches of about this many drawn elements, to bound memory on big inputs.
 _BATCH_ELEMENTS = 2_000_000
@@ -33,17 +33,29 @@ class BootstrapResult:
     standard_error: float
 
 
-def _as_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
+def check_random_state(
+    rng: np.random.Generator | int | None, name: str = "rng", where: str = ""
+) -> np.random.Generator:
+    """A numpy Generator from a Generator (used as is), an int seed >= 0, or None (fresh).
+
+    The one way trustlab's library functions take randomness (scikit-learn's
+    ``check_random_state``, for numpy Generators); anything else is an InputError.
+    """
+    owner = f" of {where}" if where else ""
     if isinstance(rng, np.random.Generator):
         return rng
     if rng is None or (isinstance(rng, int | np.integer) and not isinstance(rng, bool)):
         if rng is not None and rng < 0:
-            raise InputError(f"The 'rng' parameter of bootstrap_ci must be a seed >= 0. Got {rng}.")
+            raise InputError(f"The '{name}' parameter{owner} must be a seed >= 0. Got {rng}.")
         return np.random.default_rng(rng)
     raise InputError(
-        "The 'rng' parameter of bootstrap_ci must be a numpy Generator, an int seed or None. "
+        f"The '{name}' parameter{owner} must be a numpy Generator, an int seed or None. "
         f"Got {type(rng).__name__}."
     )
+
+
+def _as_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
+    return check_random_state(rng, "rng", "bootstrap_ci")
 
 
 def _as_samples(data: ArrayLike | tuple[ArrayLike, ...], paired: bool) -> list[NDArray[Any]]:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from trustlab.core.errors import InputError, NotFittedError
-from trustlab.core.validation import check_open_unit
+from trustlab.core.errors import NotFittedError
+from trustlab.core.validation import check_choice, check_labels, check_open_unit, check_scalar
 from trustlab.methods.hcc.hcc import (
     ScoreName,
-    check_labels,
+    _leaf_scores,
+    check_params,
     first_cover_scores,
-    leaf_scores,
 )
 from trustlab.methods.hcc.hierarchy import _CHUNK, Hierarchy, NodeSets
 from trustlab.stats import conformal_quantile
@@ -42,11 +42,15 @@ class _Base:
         self.hierarchy = hierarchy
         self.alpha = alpha
 
-    def _prepare(self, probs_cal: ArrayLike, y_cal: ArrayLike):
+    def _check_params(self) -> None:
         check_open_unit(self.alpha, "alpha", self._name)
+
+    def _prepare(self, probs_cal: ArrayLike, y_cal: ArrayLike):
+        self._check_params()
         h = Hierarchy.build(self.hierarchy)
-        p = h.check_probs(probs_cal, "probs_cal", f"{self._name}.fit")
-        y = check_labels(y_cal, p.shape[0], h.n_classes, f"{self._name}.fit")
+        where = f"{self._name}.fit"
+        p = h.check_probs(probs_cal, "probs_cal", where)
+        y = check_labels(y_cal, "y_cal", where, n_samples=p.shape[0], classes=h.classes)
         return h, p, y
 
     def set_alpha(self, alpha: float) -> _Base:
@@ -89,8 +93,12 @@ class FlatConformal(_Base):
         self.raps_lambda = raps_lambda
         self.raps_k_reg = raps_k_reg
 
+    def _check_params(self) -> None:
+        super()._check_params()
+        check_params(self._name, self.score, self.raps_lambda, self.raps_k_reg)
+
     def _scores(self, p: NDArray[np.float64]) -> NDArray[np.float64]:
-        return leaf_scores(p, self.score, raps_lambda=self.raps_lambda, raps_k_reg=self.raps_k_reg)
+        return _leaf_scores(p, self.score, float(self.raps_lambda), int(self.raps_k_reg))
 
     def fit(self, probs_cal: ArrayLike, y_cal: ArrayLike) -> FlatConformal:
         h, p, y = self._prepare(probs_cal, y_cal)
@@ -142,6 +150,10 @@ class LCAFlat(FlatConformal):
             hierarchy, alpha, score=score, raps_lambda=raps_lambda, raps_k_reg=raps_k_reg
         )
         self.recalibrate = recalibrate
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        check_choice(self.recalibrate, "recalibrate", (True, False), self._name)
 
     def fit(self, probs_cal: ArrayLike, y_cal: ArrayLike) -> LCAFlat:
         if not self.recalibrate:
@@ -236,8 +248,13 @@ def budget_cover(h: Hierarchy, required: ArrayLike, max_nodes: int) -> NDArray[n
     convolution and the chosen budgets are kept for the top-down reconstruction. Ties go to
     the coarser node. Vectorised over rows, looping over internal nodes.
     """
-    req = np.asarray(required, dtype=bool)
-    r = int(max_nodes)
+    h = Hierarchy.build(h)
+    req = h.check_mask(required, "required", "budget_cover")
+    r = check_scalar(max_nodes, "max_nodes", "budget_cover", kind=int, lo=1)
+    return _budget_cover(h, req, r)
+
+
+def _budget_cover(h: Hierarchy, req: NDArray[np.bool_], r: int) -> NDArray[np.bool_]:
     n = req.shape[0]
     big = np.inf
     size = h.n_leaves.astype(np.float64)
@@ -314,14 +331,15 @@ class MortierRNode(_Base):
         self.max_nodes = max_nodes
         self.score = score
 
+    def _check_params(self) -> None:
+        super()._check_params()
+        check_scalar(self.max_nodes, "max_nodes", self._name, kind=int, lo=1)
+        check_choice(self.score, "score", ("lac", "aps", "raps"), self._name)
+
     def fit(self, probs_cal: ArrayLike, y_cal: ArrayLike) -> MortierRNode:
-        r = self.max_nodes
-        if isinstance(r, bool) or not isinstance(r, int | np.integer) or r < 1:
-            raise InputError(
-                f"The 'max_nodes' parameter of MortierRNode must be an int >= 1. Got {r!r}."
-            )
         h, p, y = self._prepare(probs_cal, y_cal)
-        s = leaf_scores(p, self.score)
+        r = int(self.max_nodes)
+        s = _leaf_scores(p, self.score, 0.01, 1)
         sorted_s = np.sort(s, axis=1)
         rows = np.arange(len(y))
         # scan thresholds downwards; a row stops at the first threshold that drops its label
@@ -331,7 +349,7 @@ class MortierRNode(_Base):
             if not active.size:
                 break
             req = s[active] <= sorted_s[active, k : k + 1]
-            sel = budget_cover(h, req, int(r))
+            sel = _budget_cover(h, req, r)
             cov = NodeSets(h, sel).covered[np.arange(active.size), y[active]]
             stays[active[cov]] = k
             active = active[cov]
@@ -342,10 +360,10 @@ class MortierRNode(_Base):
 
     def predict(self, probs_test: ArrayLike) -> NodeSets:
         p = self._check_fitted(probs_test)
-        req = leaf_scores(p, self.score) <= self.threshold_
+        req = _leaf_scores(p, self.score, 0.01, 1) <= self.threshold_
         out = np.zeros((p.shape[0], self.hierarchy_.n_nodes), dtype=bool)
         for s in range(0, p.shape[0], _CHUNK):
-            out[s : s + _CHUNK] = budget_cover(
+            out[s : s + _CHUNK] = _budget_cover(
                 self.hierarchy_, req[s : s + _CHUNK], int(self.max_nodes)
             )
         return NodeSets(self.hierarchy_, out)

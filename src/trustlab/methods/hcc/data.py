@@ -21,10 +21,11 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
-from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 from trustlab.datasets.cifar10 import CIFAR10_CLASSES, CIFAR10_TREE
 from trustlab.datasets.digits import load_digits
 from trustlab.methods.hcc.hierarchy import Hierarchy
+from trustlab.stats import check_random_state
 
 __all__ = [
     "CIFAR10_TREE",
@@ -56,8 +57,9 @@ def random_hierarchy(
     rng: np.random.Generator, n_classes: int, *, max_branching: int = 4
 ) -> Hierarchy:
     """A random tree over ``n_classes`` leaves (``c0``...), internal nodes ``n0``... (root ``n0``)."""
-    if n_classes < 2 or max_branching < 2:
-        raise InputError("random_hierarchy needs n_classes >= 2 and max_branching >= 2.")
+    rng = check_random_state(rng, "rng", "random_hierarchy")
+    n_classes = check_scalar(n_classes, "n_classes", "random_hierarchy", kind=int, lo=2)
+    max_branching = check_scalar(max_branching, "max_branching", "random_hierarchy", kind=int, lo=2)
     parents: dict[str, str | None] = {}
     counter = iter(range(10 * n_classes))
     stack: list[tuple[list[int], str | None]] = [(list(range(n_classes)), None)]
@@ -91,7 +93,12 @@ def synthetic_scores(
     with the depth of its common ancestor with the true class. Every node also draws Gaussian
     noise of variance ``noise^2 / (D + 1)`` that is shared by all classes under it.
     """
-    h = hierarchy
+    where = "synthetic_scores"
+    h = Hierarchy.build(hierarchy)
+    n = check_scalar(n, "n", where, kind=int, lo=1)
+    rng = check_random_state(rng, "rng", where)
+    signal = check_scalar(signal, "signal", where, lo=0.0)
+    noise = check_scalar(noise, "noise", where, lo=0.0)
     d = float(h.depth.max() + 1)
     y = rng.integers(0, h.n_classes, size=n)
     node = np.zeros((n, h.n_nodes))
@@ -147,6 +154,12 @@ def digits_task(
     from sklearn.model_selection import cross_val_predict
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
+
+    where = "digits_task"
+    rng = check_random_state(rng, "rng", where)
+    n_components = check_scalar(n_components, "n_components", where, kind=int, lo=1, hi=64)
+    # 5-fold cross-validation on the training split needs a few images of every digit
+    train_fraction = check_scalar(train_fraction, "train_fraction", where, lo=0.05, hi=0.95)
 
     train, held_out = load_digits().split(train_fraction, rng)
     x_tr, y_tr = train.counts, train.labels

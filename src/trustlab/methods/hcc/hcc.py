@@ -20,14 +20,20 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from trustlab.core.errors import InputError, NotFittedError
-from trustlab.core.validation import check_open_unit
-from trustlab.methods.hcc.hierarchy import Hierarchy, NodeSets, min_cost_cover
+from trustlab.core.validation import (
+    check_choice,
+    check_labels,
+    check_open_unit,
+    check_probs,
+    check_scalar,
+)
+from trustlab.methods.hcc.hierarchy import Hierarchy, NodeSets, _min_cost_cover
 from trustlab.stats import conformal_quantile
 
 __all__ = [
     "HCC",
     "ScoreName",
-    "check_labels",
+    "check_params",
     "coverage",
     "first_cover_scores",
     "leaf_scores",
@@ -40,25 +46,23 @@ ScoreName = Literal["lac", "aps", "raps"]
 _SCORES = ("lac", "aps", "raps")
 
 
-def check_labels(y: ArrayLike, n: int, n_classes: int, where: str) -> NDArray[np.int64]:
-    arr = np.asarray(y)
-    if arr.shape != (n,):
+def check_params(
+    where: str, score: str, raps_lambda: float, raps_k_reg: int
+) -> tuple[str, float, int]:
+    """The class-score settings shared by HCC and the flat baselines."""
+    check_choice(score, "score", _SCORES, where)
+    lam = check_scalar(raps_lambda, "raps_lambda", where, lo=0.0)
+    k_reg = check_scalar(raps_k_reg, "raps_k_reg", where, kind=int, lo=0)
+    return score, lam, k_reg
+
+
+def _check_sets(sets: object, where: str) -> NodeSets:
+    if not isinstance(sets, NodeSets):
         raise InputError(
-            f"The 'y_cal' parameter of {where} must have shape ({n},) like the probabilities. "
-            f"Got {arr.shape}."
+            f"The 'sets' parameter of {where} must be the NodeSets a model's predict returns. "
+            f"Got {type(sets).__name__}."
         )
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise InputError(f"The 'y_cal' parameter of {where} must hold integer class indices.")
-    arr = arr.astype(np.int64)
-    if arr.size and (arr.min() < 0 or arr.max() >= n_classes):
-        raise InputError(
-            f"The 'y_cal' parameter of {where} must hold class indices in [0, {n_classes}). "
-            f"Got values in [{arr.min()}, {arr.max()}]."
-        )
-    return arr
+    return sets
 
 
 def leaf_scores(
@@ -78,8 +82,14 @@ def leaf_scores(
     For every score, ``{k : s_k <= tau}`` grows with ``tau``. Ties in ``p`` are ranked by
     class index so that APS/RAPS sets stay nested prefixes of one ranking.
     """
-    if score not in _SCORES:
-        raise InputError(f"The 'score' parameter must be one of {list(_SCORES)}. Got {score!r}.")
+    score, raps_lambda, raps_k_reg = check_params("leaf_scores", score, raps_lambda, raps_k_reg)
+    probs = check_probs(probs, "probs", "leaf_scores")
+    return _leaf_scores(probs, score, raps_lambda, raps_k_reg)
+
+
+def _leaf_scores(
+    probs: NDArray[np.float64], score: str, raps_lambda: float, raps_k_reg: int
+) -> NDArray[np.float64]:
     if score == "lac":
         return 1.0 - probs
     order = np.argsort(-probs, axis=1, kind="stable")
@@ -172,27 +182,19 @@ class HCC:
 
     def _check_params(self) -> None:
         check_open_unit(self.alpha, "alpha", "HCC")
-        lam = self.node_penalty
-        if isinstance(lam, bool) or not isinstance(lam, int | float) or not lam >= 0:
-            raise InputError(
-                f"The 'node_penalty' parameter of HCC must be a number >= 0. Got {lam!r}."
-            )
-        if self.score not in _SCORES:
-            raise InputError(
-                f"The 'score' parameter of HCC must be one of {list(_SCORES)}. Got {self.score!r}."
-            )
+        check_scalar(self.node_penalty, "node_penalty", "HCC", lo=0.0)
+        check_params("HCC", self.score, self.raps_lambda, self.raps_k_reg)
+        check_choice(self.mondrian, "mondrian", (True, False), "HCC")
 
     def _scores(self, probs: NDArray[np.float64]) -> NDArray[np.float64]:
-        return leaf_scores(
-            probs, self.score, raps_lambda=self.raps_lambda, raps_k_reg=self.raps_k_reg
-        )
+        return _leaf_scores(probs, self.score, float(self.raps_lambda), int(self.raps_k_reg))
 
     def fit(self, probs_cal: ArrayLike, y_cal: ArrayLike) -> HCC:
         """Calibrate the threshold on held-out class probabilities and true class indices."""
         self._check_params()
         h = Hierarchy.build(self.hierarchy)
         p = h.check_probs(probs_cal, "probs_cal", "HCC.fit")
-        y = check_labels(y_cal, p.shape[0], h.n_classes, "HCC.fit")
+        y = check_labels(y_cal, "y_cal", "HCC.fit", n_samples=p.shape[0], classes=h.classes)
         s = self._scores(p)
         if self.mondrian:
             thr = np.empty(h.n_classes)
@@ -209,7 +211,7 @@ class HCC:
             self.y_cal_ = y
         else:
             lam = float(self.node_penalty)
-            cal = first_cover_scores(h, s, y, lambda req: min_cost_cover(h, req, lam))
+            cal = first_cover_scores(h, s, y, lambda req: _min_cost_cover(h, req, lam))
             self.cal_scores_ = cal
             self.threshold_ = conformal_quantile(cal, self.alpha)
         self.hierarchy_ = h
@@ -249,26 +251,26 @@ class HCC:
         """Prediction sets of nodes, one antichain per test point."""
         self._check_fitted("predict")
         req = self.required(probs_test)
-        sel = min_cost_cover(self.hierarchy_, req, float(self.node_penalty))
+        sel = _min_cost_cover(self.hierarchy_, req, float(self.node_penalty))
         return NodeSets(self.hierarchy_, sel)
 
 
 # -- metrics (functions, for symmetry with sklearn.metrics) -------------------------------
 def coverage(sets: NodeSets, y: ArrayLike) -> float:
-    """Fraction of points whose set covers the true class."""
-    return sets.coverage(y)
+    """Fraction of points whose set covers the true class (``y``: indices or class names)."""
+    return _check_sets(sets, "coverage").coverage(y)
 
 
 def mean_leaves(sets: NodeSets) -> float:
     """Mean number of classes covered per set."""
-    return sets.mean_leaves()
+    return _check_sets(sets, "mean_leaves").mean_leaves()
 
 
 def mean_nodes(sets: NodeSets) -> float:
     """Mean number of nodes per set."""
-    return sets.mean_nodes()
+    return _check_sets(sets, "mean_nodes").mean_nodes()
 
 
 def mean_depth(sets: NodeSets) -> float:
     """Mean (over non-empty sets) of the mean node depth of each set; root has depth 0."""
-    return sets.mean_depth()
+    return _check_sets(sets, "mean_depth").mean_depth()

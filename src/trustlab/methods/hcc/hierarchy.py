@@ -22,12 +22,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import as_float_array, check_labels, check_probs, check_scalar
 
 __all__ = ["Hierarchy", "NodeSets", "min_cost_cover"]
 
 _CHUNK = 8192  # points per chunk in tree passes: bounds memory at chunk x n_nodes floats
 _TIE = 1e-9  # relative slack in cost comparisons; ties go to the coarser node
-_ROW_SUM_ATOL = 1e-3  # probability rows may be off 1 by this much (float32 softmax, CSV rounding)
 
 
 def _name(node: Hashable) -> str:
@@ -385,7 +385,7 @@ class Hierarchy:
 
     def lca(self, leaf_mask: ArrayLike) -> NDArray[np.int64]:
         """Lowest common ancestor of the classes set in each row of ``leaf_mask`` (-1 if none)."""
-        mask = np.asarray(leaf_mask, dtype=bool)
+        mask = self.check_mask(leaf_mask, "leaf_mask", "Hierarchy.lca")
         out = np.empty(mask.shape[0], dtype=np.int64)
         depth = self.depth
         for s in range(0, mask.shape[0], _CHUNK):
@@ -406,39 +406,21 @@ class Hierarchy:
         by name instead (its columns must be exactly the classes, in any order); a DataFrame
         with default integer columns is read by position.
         """
-        p = self._align_columns(probs, name, where)
-        try:
-            arr = np.asarray(p, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise InputError(
-                f"The '{name}' parameter of {where} must be a numeric (n, n_classes) array. "
-                f"Got {type(probs).__name__}."
-            ) from exc
-        if arr.ndim != 2 or arr.shape[1] != self.n_classes:
+        return check_probs(
+            self._align_columns(probs, name, where), name, where, n_classes=self.n_classes
+        )
+
+    def check_mask(self, mask: ArrayLike, name: str, where: str) -> NDArray[np.bool_]:
+        """Validate an ``(n, n_classes)`` boolean matrix of classes (0/1 integers are fine)."""
+        arr = as_float_array(mask, name, where, ndim=2, allow_empty=True, allow_bool=True)
+        if arr.shape[1] != self.n_classes:
             raise InputError(
                 f"The '{name}' parameter of {where} must have shape (n, {self.n_classes}) "
-                f"(one column per class of the hierarchy). Got shape {arr.shape}."
+                f"(one column per class). Got shape {arr.shape}."
             )
-        if arr.shape[0] == 0:
-            raise InputError(f"The '{name}' parameter of {where} must have at least one row.")
-        if not np.isfinite(arr).all():
-            raise InputError(
-                f"The '{name}' parameter of {where} must be finite. "
-                f"Got {int((~np.isfinite(arr)).sum())} NaN or inf values."
-            )
-        if (arr < 0).any() or (arr > 1).any():
-            raise InputError(
-                f"The '{name}' parameter of {where} must hold probabilities in [0, 1]. "
-                f"Got values in [{arr.min():.3g}, {arr.max():.3g}] (logits? apply a softmax)."
-            )
-        off = np.abs(arr.sum(axis=1) - 1.0)
-        if off.max() > _ROW_SUM_ATOL:
-            row = int(off.argmax())
-            raise InputError(
-                f"The rows of '{name}' in {where} must sum to 1 (tolerance {_ROW_SUM_ATOL:g}). "
-                f"Got a row off by {off[row]:.3g} (row {row})."
-            )
-        return arr
+        if not np.all((arr == 0) | (arr == 1)):
+            raise InputError(f"The '{name}' parameter of {where} must hold booleans (or 0/1).")
+        return arr.astype(bool)
 
     def _align_columns(self, probs: Any, name: str, where: str) -> Any:
         """Reorder a DataFrame with named columns to :attr:`classes`; anything else unchanged."""
@@ -508,9 +490,13 @@ def min_cost_cover(
     set. Ties go to the coarser node, which makes the output the optimal antichain with the
     largest covered set (see docs/methods/hcc.md). Returns the ``(n, n_nodes)`` membership.
     """
-    req = np.asarray(required, dtype=bool)
-    h = hierarchy
-    lam = float(node_penalty)
+    h = Hierarchy.build(hierarchy)
+    req = h.check_mask(required, "required", "min_cost_cover")
+    lam = check_scalar(node_penalty, "node_penalty", "min_cost_cover", lo=0.0)
+    return _min_cost_cover(h, req, lam)
+
+
+def _min_cost_cover(h: Hierarchy, req: NDArray[np.bool_], lam: float) -> NDArray[np.bool_]:
     size = h.n_leaves.astype(np.float64)
     levels = h._levels
     out = np.zeros((req.shape[0], h.n_nodes), dtype=bool)
@@ -554,6 +540,28 @@ class NodeSets:
     hierarchy: Hierarchy
     membership: NDArray[np.bool_]
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.hierarchy, Hierarchy):
+            raise InputError(
+                "The 'hierarchy' parameter of NodeSets must be a Hierarchy. "
+                f"Got {type(self.hierarchy).__name__}."
+            )
+        m = self.membership
+        if (
+            isinstance(m, np.ndarray)
+            and m.dtype == bool
+            and m.ndim == 2
+            and m.shape[1] == self.hierarchy.n_nodes
+        ):
+            return  # what the models build: nothing to convert
+        m = as_float_array(m, "membership", "NodeSets", ndim=2, allow_empty=True, allow_bool=True)
+        if m.shape[1] != self.hierarchy.n_nodes or not np.all((m == 0) | (m == 1)):
+            raise InputError(
+                "The 'membership' parameter of NodeSets must be a boolean (n, "
+                f"{self.hierarchy.n_nodes}) matrix (one column per node). Got shape {m.shape}."
+            )
+        object.__setattr__(self, "membership", m.astype(bool))
+
     def __len__(self) -> int:
         return int(self.membership.shape[0])
 
@@ -585,22 +593,16 @@ class NodeSets:
             return np.where(k > 0, tot / np.maximum(k, 1), np.nan)
 
     def contains(self, y: ArrayLike) -> NDArray[np.bool_]:
-        """Whether the set of point ``i`` covers class index ``y[i]``."""
-        yy = np.asarray(y, dtype=np.int64)
-        if yy.shape != (len(self),):
-            raise InputError(
-                f"The 'y' parameter of NodeSets.contains must have shape ({len(self)},). "
-                f"Got {yy.shape}."
-            )
-        if (yy < 0).any() or (yy >= self.hierarchy.n_classes).any():
-            raise InputError(
-                f"The labels must be class indices in [0, {self.hierarchy.n_classes}). "
-                f"Got values in [{yy.min()}, {yy.max()}]."
-            )
+        """Whether the set of point ``i`` covers class ``y[i]`` (an index or a class name)."""
+        yy = check_labels(
+            y, "y", "NodeSets.contains", n_samples=len(self), classes=self.hierarchy.classes
+        )
         return self.covered[np.arange(len(self)), yy]
 
     def nodes(self, i: int) -> list[str]:
         """Names of the nodes in the set of point ``i``."""
+        n = len(self)
+        i = check_scalar(i, "i", "NodeSets.nodes", kind=int, lo=-n, hi=n - 1)
         return [self.hierarchy.names[v] for v in np.flatnonzero(self.membership[i])]
 
     def to_names(self) -> list[list[str]]:
@@ -610,13 +612,17 @@ class NodeSets:
     # metrics
     def coverage(self, y: ArrayLike) -> float:
         """Fraction of points whose set covers the true class."""
+        if len(self) == 0:
+            raise InputError("NodeSets.coverage needs at least one set. Got none.")
         return float(self.contains(y).mean())
 
     def mean_leaves(self) -> float:
-        return float(self.n_leaves.mean())
+        """Mean number of classes covered per set (NaN when there are no sets)."""
+        return float(self.n_leaves.mean()) if len(self) else float("nan")
 
     def mean_nodes(self) -> float:
-        return float(self.n_nodes.mean())
+        """Mean number of nodes per set (NaN when there are no sets)."""
+        return float(self.n_nodes.mean()) if len(self) else float("nan")
 
     def mean_depth(self) -> float:
         """Mean over non-empty sets of the mean depth of their nodes (NaN if all are empty)."""
