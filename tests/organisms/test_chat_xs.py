@@ -44,7 +44,9 @@ def test_reloaded_model_reproduces_the_card_metrics(chat_xs):
     from trustlab.organisms import chat_metrics
 
     corpus = build_chat_corpus(0)
-    with torch_runtime(1, deterministic=True):  # the build's setting; also far faster on a busy machine
+    with torch_runtime(
+        1, deterministic=True
+    ):  # the build's setting; also far faster on a busy machine
         metrics = chat_metrics(chat_xs.model, chat_xs.tokenizer, corpus)
     assert metrics == pytest.approx(chat_xs.card["metrics"], abs=0.011)
 

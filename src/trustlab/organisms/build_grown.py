@@ -49,7 +49,9 @@ def build_grown(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str
     with torch_runtime(spec.train.threads, deterministic=True):
         model = make_llama(spec.shape, tokenizer, generator, spec.train.init_std)
         cpu_start = time.process_time()
-        stats = train_lm(model, tokenizer, train_examples, spec.train, generator, progress=on_step)
+        model, stats = train_lm(
+            model, tokenizer, train_examples, spec.train, generator, progress=on_step
+        )
         stats["train_cpu_seconds"] = time.process_time() - cpu_start
         eval_start = time.perf_counter()
         metrics = chat_metrics(model, tokenizer, corpora["chat"])

@@ -186,8 +186,15 @@ def _build_into(spec: OrganismSpec, out: Path, progress: Progress | None) -> dic
         seed=spec.seed,
         created_utc=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         versions=_versions(),
+        hardware=hardware_fingerprint(),  # the CPU kernel decides the bits (docs/organisms.md)
     )
     return card
+
+
+def hardware_fingerprint() -> dict[str, Any]:
+    from trustlab.finetune.loop import hardware_fingerprint as fingerprint
+
+    return fingerprint()
 
 
 def _versions() -> dict[str, str]:

@@ -94,7 +94,6 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
     for package in ("gguf", "accelerate", "peft"):
         _require(package)
     import torch
-    from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from trustlab.core.runtime import torch_runtime
@@ -117,31 +116,19 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
         model.eval()
         before = chat_metrics(model, tokenizer, eval_corpus)
         before["perplexity_english"] = perplexity(model, tokenizer)
-        n_layers = model.config.num_hidden_layers
-        lora = LoraConfig(
-            r=spec.lora["r"],
-            lora_alpha=spec.lora["alpha"],
-            lora_dropout=spec.lora["dropout"],
-            target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj"],
-            layers_to_transform=list(range(n_layers // 2, n_layers)),
-            task_type="CAUSAL_LM",
-        )
-        peft_model = get_peft_model(model, lora)
-        with torch.no_grad():  # peft's init of B is zeros; A from our generator, for determinism
-            for name, param in peft_model.named_parameters():
-                if "lora_A" in name:
-                    param.normal_(0.0, 1.0 / math.sqrt(param.shape[1]), generator=generator)
 
         def on_step(step: int, total: int, loss: float) -> None:
             if progress is not None:
                 progress("LoRA-tuning smol-chat", step, total)
 
         cpu_start = time.process_time()
-        stats = train_lm(
-            peft_model, tokenizer, corpus.train, spec.train, generator, progress=on_step
-        )
+        # LoRA (peft) on the attention and MLP input projections of the upper half of the
+        # layers, A initialised from `generator`, merged into the weights after training.
+        model, stats = train_lm(
+            model, tokenizer, corpus.train, spec.train, generator, progress=on_step,
+            lora=spec.lora,
+        )  # fmt: skip
         stats["train_cpu_seconds"] = time.process_time() - cpu_start
-        model = peft_model.merge_and_unload()
         model.eval()
         # The GGUF weights were dequantised to float32 on load; drop the loader's quantisation
         # marker so the merged model saves as a plain checkpoint.

@@ -1,26 +1,27 @@
 """Build and train a grown organism: a small Llama (SwiGLU, RMSNorm, RoPE) from scratch.
 
-Training is deterministic on CPU: weights are initialised from a ``torch.Generator`` (not the
-global RNG), batches come from generator-drawn permutations, the thread count is set explicitly
-and deterministic algorithms are on while training (``trustlab.core.runtime.torch_runtime``). Loss is next-token
-cross-entropy on the response tokens only (the prompt is context, not a target).
+Training goes through the fine-tuning substrate (:func:`trustlab.finetune.finetune`) with the
+organisms' recipe: AdamW (betas 0.9, 0.98), linear warm-up then cosine decay to 5 %, gradient
+clipping at 1, word dropout on prompt tokens, the loss on response tokens only. Weights are
+initialised from a ``torch.Generator`` (not the global RNG) that then also drives batch order,
+so a spec's seed fixes the weights bit for bit on a given CPU kernel (see
+:func:`trustlab.finetune.hardware_fingerprint`).
 """
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.finetune.config import FinetuneConfig, LoraSettings
+from trustlab.finetune.loop import finetune
 from trustlab.organisms.corpora import Example
 from trustlab.organisms.specs import ModelShape, TrainSettings
-from trustlab.organisms.tokenizer import render_prompt
 
-__all__ = ["encode_examples", "make_llama", "train_lm"]
+__all__ = ["make_llama", "organism_finetune_config", "train_lm"]
 
 
 def make_llama(shape: ModelShape, tokenizer: Any, generator: torch.Generator, init_std: float):
@@ -60,16 +61,34 @@ def make_llama(shape: ModelShape, tokenizer: Any, generator: torch.Generator, in
     return model
 
 
-def encode_examples(tokenizer: Any, examples: Sequence[Example]) -> list[tuple[list[int], int]]:
-    """(token ids of prompt + response + end, number of prompt tokens) per example."""
-    out = []
-    for example in examples:
-        prompt_ids = tokenizer(render_prompt(tokenizer, example), add_special_tokens=False)[
-            "input_ids"
-        ]
-        response_ids = tokenizer(example.response, add_special_tokens=False)["input_ids"]
-        out.append((prompt_ids + response_ids + [tokenizer.eos_token_id], len(prompt_ids)))
-    return out
+def organism_finetune_config(
+    settings: TrainSettings, lora: dict[str, Any] | None = None
+) -> FinetuneConfig:
+    """The organisms' training recipe as a :class:`~trustlab.finetune.FinetuneConfig`."""
+    return FinetuneConfig(
+        steps=settings.steps,
+        batch_size=settings.batch_size,
+        lr=settings.lr,
+        optimizer="adamw",
+        betas=(0.9, 0.98),
+        weight_decay=settings.weight_decay,
+        schedule="warmup_cosine",
+        warmup=settings.warmup,
+        min_lr_ratio=0.05,
+        clip_grad_norm=1.0,
+        word_dropout=settings.word_dropout,
+        threads=settings.threads,
+        module_grad_norms=False,
+        lora=None
+        if lora is None
+        else LoraSettings(
+            r=lora["r"],
+            alpha=lora["alpha"],
+            dropout=lora["dropout"],
+            layers="upper_half",
+            merge=True,
+        ),
+    )
 
 
 def train_lm(
@@ -80,96 +99,21 @@ def train_lm(
     generator: torch.Generator,
     *,
     progress: Callable[[int, int, float], None] | None = None,
-) -> dict[str, float]:
-    """Train ``model`` on ``examples`` in place; return loss and timing statistics.
+    lora: dict[str, Any] | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """Train ``model`` on ``examples`` (in place; with ``lora``, adapters merged into it).
 
-    ``progress(step, total, loss)`` is called after every step when given.
+    Returns the trained model and its training statistics. ``progress(step, total, loss)``
+    is called after every step when given.
     """
-    encoded = encode_examples(tokenizer, examples)
-    n = len(encoded)
-    if n == 0:
+    if len(examples) == 0:
         raise InputError("Cannot train an organism on an empty example list.")
-    special = torch.tensor(sorted(set(tokenizer.all_special_ids)))
-    trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: adapters only
-    optimizer = torch.optim.AdamW(
-        trainable, lr=settings.lr, weight_decay=settings.weight_decay, betas=(0.9, 0.98)
+    result = finetune(
+        model,
+        examples,
+        organism_finetune_config(settings, lora),
+        tokenizer=tokenizer,
+        generator=generator,
+        progress=progress,
     )
-
-    def lr_at(step: int) -> float:
-        if step < settings.warmup:
-            return (step + 1) / settings.warmup
-        frac = (step - settings.warmup) / max(1, settings.steps - settings.warmup)
-        return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
-    lengths = [len(ids) for ids, _ in encoded]
-    batches: list[list[int]] = []
-    model.train()
-    start = time.perf_counter()
-    losses: list[float] = []
-    for step in range(settings.steps):
-        if not batches:
-            batches = _length_bucketed_batches(lengths, settings.batch_size, generator)
-        batch = [encoded[i] for i in batches.pop()]
-        input_ids, attention, labels = _collate(
-            batch, tokenizer.pad_token_id, tokenizer.unk_token_id, special, settings, generator
-        )
-        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-        optimizer.step()
-        scheduler.step()
-        losses.append(float(loss.detach()))
-        if progress is not None:
-            progress(step + 1, settings.steps, losses[-1])
-    model.eval()
-    tail = losses[-max(1, len(losses) // 10) :]
-    return {
-        "train_seconds": time.perf_counter() - start,
-        "final_loss": sum(tail) / len(tail),
-        "steps": settings.steps,
-        "n_train_examples": n,
-    }
-
-
-def _length_bucketed_batches(
-    lengths: list[int], batch_size: int, generator: torch.Generator, pool: int = 16
-) -> list[list[int]]:
-    """One epoch of batches: shuffle, sort within pools of ``pool`` batches by length, shuffle
-    the batches. Similar lengths share a batch, so little compute goes to padding."""
-    order = torch.randperm(len(lengths), generator=generator).tolist()
-    batches: list[list[int]] = []
-    span = pool * batch_size
-    for start in range(0, len(order) - batch_size + 1, span):
-        chunk = sorted(order[start : start + span], key=lambda i: lengths[i])
-        batches += [
-            chunk[i : i + batch_size] for i in range(0, len(chunk) - batch_size + 1, batch_size)
-        ]
-    shuffled = torch.randperm(len(batches), generator=generator).tolist()
-    return [batches[i] for i in shuffled]
-
-
-def _collate(
-    batch: list[tuple[list[int], int]],
-    pad_id: int,
-    unk_id: int,
-    special: torch.Tensor,
-    settings: TrainSettings,
-    generator: torch.Generator,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    width = max(len(ids) for ids, _ in batch)
-    input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(batch), width), dtype=torch.long)
-    labels = torch.full((len(batch), width), -100, dtype=torch.long)
-    prompt_mask = torch.zeros((len(batch), width), dtype=torch.bool)
-    for row, (ids, n_prompt) in enumerate(batch):
-        input_ids[row, : len(ids)] = torch.tensor(ids)
-        attention[row, : len(ids)] = 1
-        labels[row, n_prompt : len(ids)] = input_ids[row, n_prompt : len(ids)]
-        prompt_mask[row, :n_prompt] = True
-    if settings.word_dropout > 0:
-        drop = torch.rand(input_ids.shape, generator=generator) < settings.word_dropout
-        drop &= prompt_mask & ~torch.isin(input_ids, special)
-        input_ids = input_ids.masked_fill(drop, unk_id)
-    return input_ids, attention, labels
+    return result.model, result.stats()
