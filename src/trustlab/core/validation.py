@@ -159,17 +159,26 @@ def check_samples(
         raise InputError(
             f"{_param(name, where)} must hold at least {min_n} point(s). Got {arr.shape[0]}."
         )
-    if n_features is not None and arr.shape[1] != n_features:
-        raise InputError(
-            f"{_param(name, where)} must have {n_features} feature column(s). "
-            f"Got shape {arr.shape}."
-        )
-    if n_samples is not None and arr.shape[0] != n_samples:
-        raise InputError(
-            f"{_param(name, where)} must have {n_samples} rows (one per sample). "
-            f"Got shape {arr.shape}."
-        )
+    _check_shape(arr, name, where, n_samples, n_features, "feature column(s)")
     return arr
+
+
+def _check_shape(arr: np.ndarray, name: str, where: str, n_rows: int | None,
+                 n_cols: int | None, cols: str) -> None:
+    """Rows and columns against what another argument fixed (``None``: free)."""
+    for axis, want, what in ((1, n_cols, cols), (0, n_rows, "rows (one per sample)")):
+        if want is not None and arr.shape[axis] != want:
+            raise InputError(
+                f"{_param(name, where)} must have {want} {what}. Got shape {arr.shape}."
+            )
+
+
+def _check_unit_interval(arr: np.ndarray, name: str, where: str) -> None:
+    if np.any((arr < 0) | (arr > 1)):
+        raise InputError(
+            f"{_param(name, where)} must lie in [0, 1]. "
+            f"Got values in [{arr.min():.4g}, {arr.max():.4g}]."
+        )
 
 
 def check_probs(
@@ -193,32 +202,15 @@ def check_probs(
     """
     p = as_float_array(probs, name, where, ndim=(1, 2) if binary_1d else 2)
     if p.ndim == 1:
-        if np.any((p < 0) | (p > 1)):
-            raise InputError(
-                f"{_param(name, where)} must lie in [0, 1]. "
-                f"Got values in [{p.min():.4g}, {p.max():.4g}]."
-            )
+        _check_unit_interval(p, name, where)
         p = np.stack([1.0 - p, p], axis=1)
     if p.shape[1] < 2:
         raise InputError(
             f"{_param(name, where)} must have one column per class (at least 2). "
             f"Got shape {p.shape}."
         )
-    if n_classes is not None and p.shape[1] != n_classes:
-        raise InputError(
-            f"{_param(name, where)} must have {n_classes} columns (one per class). "
-            f"Got shape {p.shape}."
-        )
-    if n_samples is not None and p.shape[0] != n_samples:
-        raise InputError(
-            f"{_param(name, where)} must have {n_samples} rows (one per sample). "
-            f"Got shape {p.shape}."
-        )
-    if np.any((p < 0) | (p > 1)):
-        raise InputError(
-            f"{_param(name, where)} must lie in [0, 1]. "
-            f"Got values in [{p.min():.4g}, {p.max():.4g}]."
-        )
+    _check_shape(p, name, where, n_samples, n_classes, "columns (one per class)")
+    _check_unit_interval(p, name, where)
     if sum_to_one:
         off = np.abs(p.sum(axis=1) - 1.0)
         worst = int(np.argmax(off))
