@@ -4,7 +4,8 @@ Precedence: model defaults, then the ``QUICK`` preset (with ``--quick``) or the 
 (with ``--full``), then a YAML file, then ``--set`` overrides. Unknown keys are errors that list the valid ones.
 
 Paths the user gives must exist. A field is a *path field* when its type is ``Path`` or its name
-ends in ``_dir``, ``_file`` or ``_path`` (a ``str`` field too): when a config file or ``--set``
+is or ends in ``dir``/``_dir``, ``file``/``_file`` or ``path``/``_path`` (a ``str`` field too;
+nested settings sections included): when a config file or ``--set``
 gives it a value, :func:`resolve_config` checks that a ``*_dir`` is a directory, a ``*_file`` a
 file and anything else exists, and raises ``ConfigError`` naming the key — a typo never turns
 into "data absent, skipped". Defaults are not checked (an absent default is the method's
@@ -137,18 +138,38 @@ def resolve_config(
     return config
 
 
-def path_fields(config_cls: type[BaseModel]) -> dict[str, str]:
-    """The config's input path fields and what each must be: ``{"data_dir": "dir", ...}``."""
+def path_fields(config_cls: type[BaseModel], prefix: str = "") -> dict[str, str]:
+    """The config's input path fields (nested sections as dotted keys) and what each must be:
+    ``{"data_dir": "dir", "cifar10h.dir": "dir", ...}``."""
+    out = {prefix + name: kind for name, kind in _own_path_fields(config_cls).items()}
+    for name, field in config_cls.model_fields.items():
+        section = _section_type(field.annotation)
+        if section is not None:
+            out.update(path_fields(section, f"{prefix}{name}."))
+    return out
+
+
+def _own_path_fields(config_cls: type[BaseModel]) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, field in config_cls.model_fields.items():
         extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-        if extra.get("output"):
+        if extra.get("output") or _section_type(field.annotation) is not None:
             continue
-        typed = _mentions_path(field.annotation)
-        if typed or name.endswith(PATH_SUFFIXES):
-            out[name] = ("dir" if name.endswith("_dir") else
-                         "file" if name.endswith("_file") else "path")
+        stem = "_" + name  # a field named 'dir' counts like 'data_dir'
+        if _mentions_path(field.annotation) or stem.endswith(PATH_SUFFIXES):
+            out[name] = ("dir" if stem.endswith("_dir") else
+                         "file" if stem.endswith("_file") else "path")
     return out
+
+
+def _section_type(annotation: Any) -> type[BaseModel] | None:
+    """The settings model a field holds (``Section`` or ``Section | None``), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None
 
 
 def _mentions_path(annotation: Any) -> bool:
@@ -177,7 +198,7 @@ def check_config_paths(
         if isinstance(value, BaseModel) and (given is None or isinstance(given.get(name), dict)):
             check_config_paths(value, given=None if given is None else given[name],
                                method_id=method_id, prefix=f"{prefix}{name}.")
-    for field_name, kind in path_fields(type(config)).items():
+    for field_name, kind in _own_path_fields(type(config)).items():
         if given is not None and field_name not in given:
             continue
         name = prefix + field_name
