@@ -48,7 +48,7 @@ def load_confaide_tier2(root: str | Path | None = None) -> list[ConfaideVignette
     try:
         lines = (folder / "tier_2a.txt").read_text(encoding="utf-8").splitlines()
         labels = (folder / "tier_2_labels.txt").read_text(encoding="utf-8").split()
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"Cannot read ConfAIde tier 2 files in '{folder}': {exc}.") from exc
     lines = [ln for ln in lines if ln.strip()]
     if len(lines) != len(labels):
@@ -59,7 +59,7 @@ def load_confaide_tier2(root: str | Path | None = None) -> list[ConfaideVignette
     for i, (line, rating) in enumerate(zip(lines, labels, strict=True)):
         text = line.split("\\n")[-1].strip()
         m = _PATTERN.match(text)
-        if m is None:
+        if m is None or not all(m[k].strip() for k in ("info", "who", "why")):
             raise DataError(f"ConfAIde tier 2a line {i + 1} does not parse: {text[:80]!r}.")
         try:
             value = float(rating)

@@ -46,7 +46,7 @@ def load_privacylens_seeds(path: str | Path | None = None) -> list[PrivacyLensSe
     file = Path(path) if path is not None else _bundled_file()
     try:
         records = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataError(f"Cannot read PrivacyLens data '{file}': {exc}.") from exc
     if not isinstance(records, list):
         raise DataError(f"PrivacyLens data '{file}' must be a JSON list of records.")
@@ -69,6 +69,7 @@ def load_privacylens_seeds(path: str | Path | None = None) -> list[PrivacyLensSe
                     tuple(t.get("toolkits", ())),
                 )
             )
-        except (KeyError, TypeError) as exc:
-            raise DataError(f"PrivacyLens record {i} in '{file}' lacks field {exc}.") from exc
+        except (KeyError, TypeError, AttributeError) as exc:
+            what = f"lacks field {exc}" if isinstance(exc, KeyError) else "is not a record object"
+            raise DataError(f"PrivacyLens record {i} in '{file}' {what}.") from exc
     return out
