@@ -85,5 +85,5 @@ def test_privacylens_record_with_a_list_trajectory(tmp_path):
                           "transmission_principle"], "x")
     path = tmp_path / "m.json"
     path.write_text(json.dumps([{"name": "a", "seed": seed, "trajectory": []}]))
-    with pytest.raises(DataError, match="record 0 .* is not a record object"):
+    with pytest.raises(DataError, match=r"record 0 .* is not a record object"):
         load_privacylens_seeds(path)
