@@ -199,8 +199,15 @@ ref = spa_accumulate_reference(polys, shifts, w, 64)
 assert np.array_equal(K.spa_full(K.extend_negacyclic(polys[:, :, 1]), shifts, w), ref[:, :, 1])
 p = find_ntt_primes(128, 50, 1)[0]
 a = rng.integers(0, p, (2, 128), dtype=np.uint64)
-assert np.array_equal(NTTContext(128, p, "compiled").forward(a), NTTContext(128, p, "numpy").forward(a))
-for name in ("spa_full", "spa_used", "ntt_forward", "ntt_inverse", "ntt_accumulate"):
+fast, ref = NTTContext(128, p, "compiled"), NTTContext(128, p, "numpy")
+assert np.array_equal(fast.forward(a), ref.forward(a))
+assert np.array_equal(fast.inverse(ref.forward(a)), a)
+x = a.reshape(2, 1, 1, 1, 128)
+w = a[::-1].copy().reshape(1, 2, 1, 128)
+got = K.ntt_accumulate(x, w, K.shoup_quotients(w, (p,)), (p,), (0,))
+want = (x[:, 0, 0, 0].astype(object) * w[0, :, 0].astype(object)).sum(0) % p
+assert np.array_equal(got[0, 0, 0, 0], want.astype(np.uint64))
+for name in ("spa", "ntt_forward", "ntt_inverse", "ntt_accumulate"):
     regs = K.vector_registers(name)
     assert regs["ymm"] == 0 and regs["zmm"] == 0, (name, regs)
 print("generic", K.cpu_name())
@@ -215,3 +222,45 @@ def test_generic_build_has_no_avx_and_the_same_results():
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "generic generic" in out.stdout
+
+
+def test_both_pointwise_accumulations_agree():
+    n = 64
+    primes = find_ntt_primes(n, 50, 2)
+    rng = np.random.default_rng(9)
+    x = np.stack([rng.integers(0, p, (40, 2, 2, n), dtype=np.uint64) for p in primes], axis=3)
+    w = np.stack([rng.integers(0, p, (3, 40, n), dtype=np.uint64) for p in primes], axis=2)
+    w[0, :, :, :4] = np.array(primes, dtype=np.uint64)[None, :, None] - 1  # the largest residues
+    x[:, :, :, :, :4] = np.array(primes, dtype=np.uint64)[None, None, None, :, None] - 1
+    shoup = K.ntt_accumulate(x, w, K.shoup_quotients(w, primes), primes, (0, 1))
+    mac = K.ntt_accumulate(x, w, None, primes, (0, 1))
+    ref = np.empty_like(shoup)
+    for li, p in enumerate(primes):
+        prod = (w[:, :, None, None, li].astype(object) * x[None, :, :, :, li].astype(object))
+        ref[:, :, :, li] = (prod.sum(axis=1) % p).astype(np.uint64)
+    assert np.array_equal(shoup, ref) and np.array_equal(mac, ref)
+
+
+def test_depthwise_batches_equal_one_query_per_channel():
+    """Depthwise layers run all channels in one call (output o reads input o only); this equals
+    running each channel as its own query, on both sides."""
+    rng = np.random.default_rng(12)
+    lay = plan_conv(128, 1, 9, 9, 1, 3, 2, 1)
+    c = 5
+    ext = K.extend_negacyclic(rng.integers(0, 2**64, (c, lay.n_rtiles, 128), dtype=np.uint64))
+    terms = np.concatenate([lay.term_weights(rng.integers(-99, 99, (1, 1, 3, 3)))
+                            for _ in range(c)])
+    sh, spans = lay.shifts(), lay.used_spans()
+    for fn, extra in ((K.spa_full, ()), (K.spa_used, (spans,))):
+        batched = fn(ext, sh, terms, *extra, diag=True)
+        for ch in range(c):
+            assert np.array_equal(batched[ch], fn(ext[ch : ch + 1], sh, terms[ch : ch + 1],
+                                                   *extra)[0])
+    primes = find_ntt_primes(128, 50, 2)
+    x = np.stack([rng.integers(0, p, (c, 2, 2, 128), dtype=np.uint64) for p in primes], axis=3)
+    w = np.stack([rng.integers(0, p, (c, 1, 128), dtype=np.uint64) for p in primes], axis=2)
+    ws = K.shoup_quotients(w, primes)
+    batched = K.ntt_accumulate(x, w, ws, primes, (0, 1), diag=True)
+    for ch in range(c):
+        one = K.ntt_accumulate(x[ch : ch + 1], w[ch : ch + 1], ws[ch : ch + 1], primes, (0, 1))
+        assert np.array_equal(batched[ch], one[0])

@@ -107,6 +107,24 @@ if _HAVE_NUMBA:
 
         return sig, codegen
 
+    @intrinsic
+    def _mac128(typingctx, lo, hi, a, b):  # type: ignore[no-untyped-def]
+        """(hi:lo) + a*b as a 128-bit sum, returned as (lo, hi) (mul + add + adc on x86-64)."""
+        ret = types.UniTuple(types.uint64, 2)
+        sig = ret(types.uint64, types.uint64, types.uint64, types.uint64)
+
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            i128, i64 = _ir.IntType(128), _ir.IntType(64)
+            acc = builder.or_(builder.shl(builder.zext(args[1], i128), _ir.Constant(i128, 64)),
+                              builder.zext(args[0], i128))
+            acc = builder.add(acc, builder.mul(builder.zext(args[2], i128),
+                                               builder.zext(args[3], i128)))
+            new_lo = builder.trunc(acc, i64)
+            new_hi = builder.trunc(builder.lshr(acc, _ir.Constant(i128, 64)), i64)
+            return context.make_tuple(builder, ret, [new_lo, new_hi])
+
+        return sig, codegen
+
     _jit = functools.partial(njit, cache=True, nogil=True, boundscheck=False)
 
     # -- NTT (baseline) -------------------------------------------------------------------
@@ -209,11 +227,12 @@ if _HAVE_NUMBA:
                     x[j] = u
 
     @_jit
-    def _ntt_acc(x_hat, w_hat, w_sh, primes, comps, out):  # type: ignore[no-untyped-def]
+    def _ntt_acc(x_hat, w_hat, w_sh, primes, comps, out, diag=False):  # type: ignore[no-untyped-def]
         """out[o, r, ci, l] = sum_b w_hat[o, b, l] * x_hat[b, r, comps[ci], l] mod p_l.
 
         x_hat: (B, R, C, L, N); w_hat, w_sh: (O, B, L, N); out: (O, R, len(comps), L, N).
         Lazy: each Shoup product is in [0, 2p); B < 2^13 of them fit a uint64 for p < 2^50.
+        ``diag``: depthwise, output ``o`` uses input ``o`` only (w_hat is (O, 1, L, N)).
         """
         n_out, n_in, n_l, n = w_hat.shape
         n_r = x_hat.shape[1]
@@ -222,13 +241,14 @@ if _HAVE_NUMBA:
             acc = out[o]
             acc[:] = 0
             for b in range(n_in):
+                bx = o if diag else b
                 for li in range(n_l):
                     p = primes[li]
                     w = w_hat[o, b, li]
                     ws = w_sh[o, b, li]
                     for r in range(n_r):
                         for ci in range(n_c):
-                            x = x_hat[b, r, comps[ci], li]
+                            x = x_hat[bx, r, comps[ci], li]
                             dst = acc[r, ci, li]
                             for j in range(n):
                                 xj = x[j]
@@ -240,6 +260,46 @@ if _HAVE_NUMBA:
                         dst = acc[r, ci, li]
                         for j in range(n):
                             dst[j] = dst[j] % p
+
+    @_jit
+    def _ntt_acc128(x_hat, w_hat, primes, r64, r64_sh, inv64_sh, comps, out, hi):  # type: ignore[no-untyped-def]
+        """Same contract as ``_ntt_acc`` without Shoup quotients: each product is added to a
+        128-bit accumulator (``out`` low words, ``hi`` high words; fewer than 2^13 products
+        of values < 2^50 stay below 2^113) and reduced once per output coefficient."""
+        n_out, n_in, n_l, n = w_hat.shape
+        n_r = x_hat.shape[1]
+        n_c = comps.size
+        for o in range(n_out):
+            acc = out[o]
+            acc[:] = 0
+            hi[:] = 0
+            for b in range(n_in):
+                for li in range(n_l):
+                    w = w_hat[o, b, li]
+                    for r in range(n_r):
+                        for ci in range(n_c):
+                            x = x_hat[b, r, comps[ci], li]
+                            lo_d = acc[r, ci, li]
+                            hi_d = hi[r, ci, li]
+                            for j in range(n):
+                                lo_d[j], hi_d[j] = _mac128(lo_d[j], hi_d[j], w[j], x[j])
+            for r in range(n_r):
+                for ci in range(n_c):
+                    for li in range(n_l):
+                        p = primes[li]
+                        lo_d = acc[r, ci, li]
+                        hi_d = hi[r, ci, li]
+                        c, cs, ls = r64[li], r64_sh[li], inv64_sh[li]
+                        for j in range(n):
+                            h = hi_d[j]
+                            v = c * h - _mulhi(cs, h) * p  # hi * 2^64 mod p, in [0, 2p)
+                            lo = lo_d[j]
+                            v += lo - _mulhi(ls, lo) * p  # + lo mod p (in [0, 2p))
+                            if v >= p + p:
+                                v -= p + p
+                            if v >= p:
+                                v -= p
+                            lo_d[j] = v
 
     @_jit
     def _reduce_rows(a, primes):  # type: ignore[no-untyped-def]
@@ -264,87 +324,72 @@ if _HAVE_NUMBA:
 
     @_jit
     def _compact(wrow, offs, w_sel, o_sel):  # type: ignore[no-untyped-def]
-        """Nonzero terms of one (o, b) weight row, padded to a multiple of 4 with zeros."""
+        """The nonzero terms of one (o, b) weight row: their weights and extension offsets."""
         cnt = 0
         for t in range(wrow.size):
             if wrow[t] != 0:
                 w_sel[cnt] = wrow[t]
                 o_sel[cnt] = offs[t]
                 cnt += 1
-        padded = (cnt + 3) // 4 * 4
-        for t in range(cnt, padded):
-            w_sel[t] = 0
-            o_sel[t] = o_sel[0] if cnt > 0 else 0
-        return padded
+        return cnt
 
     @_jit
-    def _spa_full(ext, offs, weights, out):  # type: ignore[no-untyped-def]
-        """out[o, r, :] += sum_b sum_t W[o, b, t] * ext[b, r, offs[t] : offs[t] + N].
+    def _mac_span(acc, e, w_sel, o_sel, cnt, lo, ln):  # type: ignore[no-untyped-def]
+        """acc[lo : lo + ln] += sum_t w_sel[t] * e[o_sel[t] + lo : ... + ln], four terms per
+        pass over the span (one load/store of ``acc`` per four multiply-adds)."""
+        a = acc[lo : lo + ln]
+        t = 0
+        while t + 4 <= cnt:
+            w0 = w_sel[t]
+            w1 = w_sel[t + 1]
+            w2 = w_sel[t + 2]
+            w3 = w_sel[t + 3]
+            e0 = e[o_sel[t] + lo : o_sel[t] + lo + ln]
+            e1 = e[o_sel[t + 1] + lo : o_sel[t + 1] + lo + ln]
+            e2 = e[o_sel[t + 2] + lo : o_sel[t + 2] + lo + ln]
+            e3 = e[o_sel[t + 3] + lo : o_sel[t + 3] + lo + ln]
+            for j in range(ln):
+                a[j] += w0 * e0[j] + w1 * e1[j] + w2 * e2[j] + w3 * e3[j]
+            t += 4
+        if t + 2 <= cnt:
+            w0 = w_sel[t]
+            w1 = w_sel[t + 1]
+            e0 = e[o_sel[t] + lo : o_sel[t] + lo + ln]
+            e1 = e[o_sel[t + 1] + lo : o_sel[t + 1] + lo + ln]
+            for j in range(ln):
+                a[j] += w0 * e0[j] + w1 * e1[j]
+            t += 2
+        if t < cnt:
+            w0 = w_sel[t]
+            e0 = e[o_sel[t] + lo : o_sel[t] + lo + ln]
+            for j in range(ln):
+                a[j] += w0 * e0[j]
+
+    @_jit
+    def _spa_spans(ext, offs, weights, span_start, span_len, out, diag=False):  # type: ignore[no-untyped-def]
+        """out[o, r, lo : lo + ln] += sum_b sum_t W[o, b, t] * ext[b, r, offs[t] + lo : ...]
+        for every span (lo, ln) = (span_start[r, i], span_len[r, i]) of row tile r.
 
         ext: (B, R, 2N) uint64; offs: (T,) = N - shift_t; weights: (O, B, T) uint64 (two's
-        complement of the signed weights); out: (O, R, N) uint64.
+        complement of the signed weights); out: (O, R, N) uint64. One span (0, N) per tile is
+        the literal SPA over all coefficients. ``diag``: depthwise, output ``o`` uses input
+        ``o`` only (weights (O, 1, T)).
         """
         n_out, n_in, n_t = weights.shape
         n_r = ext.shape[1]
-        n = out.shape[2]
-        w_sel = np.zeros(n_t + 4, dtype=np.uint64)
-        o_sel = np.zeros(n_t + 4, dtype=np.int64)
+        n_span = span_start.shape[1]
+        w_sel = np.zeros(n_t, dtype=np.uint64)
+        o_sel = np.zeros(n_t, dtype=np.int64)
         for o in range(n_out):
             for b in range(n_in):
                 cnt = _compact(weights[o, b], offs, w_sel, o_sel)
+                bx = o if diag else b
                 for r in range(n_r):
-                    e = ext[b, r]
+                    e = ext[bx, r]
                     acc = out[o, r]
-                    for t in range(0, cnt, 4):
-                        w0 = w_sel[t]
-                        w1 = w_sel[t + 1]
-                        w2 = w_sel[t + 2]
-                        w3 = w_sel[t + 3]
-                        e0 = e[o_sel[t] : o_sel[t] + n]
-                        e1 = e[o_sel[t + 1] : o_sel[t + 1] + n]
-                        e2 = e[o_sel[t + 2] : o_sel[t + 2] + n]
-                        e3 = e[o_sel[t + 3] : o_sel[t + 3] + n]
-                        for j in range(n):
-                            acc[j] += w0 * e0[j] + w1 * e1[j] + w2 * e2[j] + w3 * e3[j]
-
-    @_jit
-    def _spa_used(ext, offs, weights, seg_start, seg_len, col_step, out):  # type: ignore[no-untyped-def]
-        """Like ``_spa_full`` but only at the used coefficients ``seg_start[r, i] + col_step * jj``
-        (``jj < seg_len``), the other coefficients of ``out`` are left untouched."""
-        n_out, n_in, n_t = weights.shape
-        n_r = ext.shape[1]
-        n_seg = seg_start.shape[1]
-        w_sel = np.zeros(n_t + 4, dtype=np.uint64)
-        o_sel = np.zeros(n_t + 4, dtype=np.int64)
-        for o in range(n_out):
-            for b in range(n_in):
-                cnt = _compact(weights[o, b], offs, w_sel, o_sel)
-                for r in range(n_r):
-                    e = ext[b, r]
-                    acc = out[o, r]
-                    for t in range(0, cnt, 4):
-                        w0 = w_sel[t]
-                        w1 = w_sel[t + 1]
-                        w2 = w_sel[t + 2]
-                        w3 = w_sel[t + 3]
-                        o0 = o_sel[t]
-                        o1 = o_sel[t + 1]
-                        o2 = o_sel[t + 2]
-                        o3 = o_sel[t + 3]
-                        for i in range(n_seg):
-                            base = seg_start[r, i]
-                            if base < 0:
-                                continue
-                            if col_step == 1:
-                                for jj in range(seg_len):
-                                    q = base + jj
-                                    acc[q] += (w0 * e[o0 + q] + w1 * e[o1 + q] + w2 * e[o2 + q]
-                                               + w3 * e[o3 + q])
-                            else:
-                                for jj in range(seg_len):
-                                    q = base + col_step * jj
-                                    acc[q] += (w0 * e[o0 + q] + w1 * e[o1 + q] + w2 * e[o2 + q]
-                                               + w3 * e[o3 + q])
+                    for i in range(n_span):
+                        if span_len[r, i] > 0:
+                            _mac_span(acc, e, w_sel, o_sel, cnt, span_start[r, i], span_len[r, i])
 
 
 # -- Python-level API -----------------------------------------------------------------------------
@@ -425,18 +470,37 @@ def shoup_quotients(w: np.ndarray, primes: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def ntt_accumulate(x_hat: np.ndarray, w_hat: np.ndarray, w_sh: np.ndarray,
-                   primes: tuple[int, ...], comps: tuple[int, ...], out: np.ndarray | None = None
-                   ) -> np.ndarray:
-    """``sum_b W_hat[o, b] * x_hat[b, r, c]`` per limb, fully reduced: (O, R, len(comps), L, N)."""
+def ntt_accumulate(x_hat: np.ndarray, w_hat: np.ndarray, w_sh: np.ndarray | None,
+                   primes: tuple[int, ...], comps: tuple[int, ...], out: np.ndarray | None = None,
+                   diag: bool = False) -> np.ndarray:
+    """``sum_b W_hat[o, b] * x_hat[b, r, c]`` per limb, fully reduced: (O, R, len(comps), L, N).
+
+    With the weights' Shoup quotients ``w_sh`` each product is a Shoup multiplication (three
+    64-bit products, 16 weight bytes per coefficient); with ``w_sh=None`` it is one 64x64->128
+    product added to a 128-bit accumulator (8 weight bytes), reduced once at the end.
+    ``diag=True``: depthwise (w_hat (O, 1, L, N), output ``o`` reads input ``o``).
+    """
     _require()
     n_out = w_hat.shape[0]
     shape = (n_out, x_hat.shape[1], len(comps), *w_hat.shape[2:])
     if out is None:
         out = np.empty(shape, dtype=np.uint64)
     if x_hat.shape[0] >= 1 << 13:
-        raise ValueError("lazy accumulation supports fewer than 8192 input polynomials")
-    _ntt_acc(x_hat, w_hat, w_sh, np.array(primes, dtype=np.uint64), np.array(comps, np.int64), out)
+        raise InputError("lazy accumulation supports fewer than 8192 input polynomials")
+    pv = np.array(primes, dtype=np.uint64)
+    cv = np.array(comps, np.int64)
+    if diag and (w_hat.shape[1] != 1 or x_hat.shape[0] != n_out):
+        raise InputError("diag=True needs w_hat (O, 1, L, N) and x_hat with O inputs.")
+    if w_sh is not None:
+        _ntt_acc(x_hat, w_hat, w_sh, pv, cv, out, diag)
+        return out
+    if diag:
+        raise InputError("diag=True is implemented for the Shoup accumulation only.")
+    r64 = [(1 << 64) % p for p in primes]
+    _ntt_acc128(x_hat, w_hat, pv, np.array(r64, np.uint64),
+                np.array([(r << 64) // p for r, p in zip(r64, primes, strict=True)], np.uint64),
+                np.array([(1 << 64) // p for p in primes], np.uint64), cv, out,
+                np.empty(shape[1:], dtype=np.uint64))
     return out
 
 
@@ -457,12 +521,17 @@ def extend_negacyclic(polys: np.ndarray) -> np.ndarray:
     return out.reshape(*polys.shape[:-1], 2 * n)
 
 
-def _check_spa(ext: np.ndarray, shifts: np.ndarray, weights: np.ndarray) -> tuple[int, int]:
+def _check_spa(ext: np.ndarray, shifts: np.ndarray, weights: np.ndarray,
+               diag: bool = False) -> tuple[int, int]:
     if ext.dtype != np.uint64 or ext.ndim != 3 or ext.shape[-1] % 2:
         raise InputError(f"'ext' must be (B, R, 2N) uint64. Got {ext.dtype} {ext.shape}.")
     n = ext.shape[-1] // 2
     shifts = np.asarray(shifts)
-    if weights.ndim != 3 or weights.shape[1:] != (ext.shape[0], shifts.size):
+    if diag:
+        if weights.ndim != 3 or weights.shape != (ext.shape[0], 1, shifts.size):
+            raise InputError(f"Depthwise 'weights' must have shape ({ext.shape[0]}, 1, "
+                             f"{shifts.size}). Got {weights.shape}.")
+    elif weights.ndim != 3 or weights.shape[1:] != (ext.shape[0], shifts.size):
         raise InputError(f"'weights' must have shape (O, {ext.shape[0]}, {shifts.size}). "
                          f"Got {weights.shape}.")
     if shifts.size and (shifts.min() < 0 or shifts.max() >= n):
@@ -475,41 +544,59 @@ def _weights_u64(weights: np.ndarray) -> np.ndarray:
 
 
 def spa_full(ext: np.ndarray, shifts: np.ndarray, weights: np.ndarray,
-             out: np.ndarray | None = None) -> np.ndarray:
+             out: np.ndarray | None = None, diag: bool = False) -> np.ndarray:
     """All N coefficients: ``out[o, r] (+)= sum_b sum_t W[o, b, t] X^shift_t x[b, r]`` mod 2^64.
 
     ext: (B, R, 2N) from ``extend_negacyclic``; shifts: (T,) in [0, N); weights: (O, B, T)
     signed integers. Returns (O, R, N) uint64 (accumulated into ``out`` when given).
     """
     _require()
-    n_r, n = _check_spa(ext, shifts, weights)
-    if out is None:
-        out = np.zeros((weights.shape[0], n_r, n), dtype=np.uint64)
-    offs = (n - np.asarray(shifts, dtype=np.int64)).astype(np.int64)
-    _spa_full(np.ascontiguousarray(ext), offs, _weights_u64(weights), out)
-    return out
+    n_r, n = _check_spa(ext, shifts, weights, diag)
+    spans = (np.zeros((n_r, 1), np.int64), np.full((n_r, 1), n, np.int64))
+    return _run_spans(ext, shifts, weights, spans, out, diag)
 
 
-def spa_used(ext: np.ndarray, shifts: np.ndarray, weights: np.ndarray, segments: tuple,
-             out: np.ndarray | None = None) -> np.ndarray:
-    """``spa_full`` at the used coefficients only (``segments`` from ``used_segments``)."""
+def spa_used(ext: np.ndarray, shifts: np.ndarray, weights: np.ndarray, spans: tuple,
+             out: np.ndarray | None = None, diag: bool = False) -> np.ndarray:
+    """``spa_full`` on the spans ``(start, length)`` of each row tile only (a layout's
+    ``used_spans()``, which cover every coefficient the client reads); ``out`` elsewhere is
+    left as it is (zero when allocated here). ``diag``: depthwise (weights (O, 1, T), output
+    ``o`` reads input ``o``)."""
     _require()
-    seg_start, seg_len, col_step = segments
-    n_r, n = _check_spa(ext, shifts, weights)
-    if seg_start.shape[0] != n_r:
-        raise InputError(f"segments cover {seg_start.shape[0]} row tiles, the input has {n_r}.")
+    n_r, n = _check_spa(ext, shifts, weights, diag)
+    start, length = spans
+    if start.shape != length.shape or start.shape[0] != n_r:
+        raise InputError(f"'spans' must be two (R={n_r}, S) arrays. Got {start.shape}, "
+                         f"{length.shape}.")
+    if np.any((length > 0) & ((start < 0) | (start + length > n))):
+        raise InputError(f"'spans' must lie in [0, {n}).")
+    return _run_spans(ext, shifts, weights, spans, out, diag)
+
+
+def _run_spans(ext, shifts, weights, spans, out, diag=False):  # type: ignore[no-untyped-def]
+    n_r, n = ext.shape[1], ext.shape[2] // 2
     if out is None:
         out = np.zeros((weights.shape[0], n_r, n), dtype=np.uint64)
     offs = (n - np.asarray(shifts, dtype=np.int64)).astype(np.int64)
-    _spa_used(np.ascontiguousarray(ext), offs, _weights_u64(weights), seg_start, int(seg_len),
-              int(col_step), out)
+    _spa_spans(np.ascontiguousarray(ext), offs, _weights_u64(weights),
+               np.ascontiguousarray(spans[0], dtype=np.int64),
+               np.ascontiguousarray(spans[1], dtype=np.int64), out, diag)
     return out
 
 
 def vector_registers(name: str) -> dict[str, int]:
-    """Counts of xmm/ymm/zmm register uses in a compiled kernel's assembly (0 ymm/zmm = no AVX)."""
+    """Counts of xmm/ymm/zmm register uses in a kernel's assembly, compiled afresh for this
+    process's target (0 ymm/zmm: no AVX). Cached code cannot be inspected, so the kernel and its
+    callees are recompiled here without the cache."""
     _require()
-    fn = {"spa_full": _spa_full, "spa_used": _spa_used, "ntt_forward": _ntt_fwd_rows,
-          "ntt_inverse": _ntt_inv_rows, "ntt_accumulate": _ntt_acc}[name]
-    asm = "\n".join(fn.inspect_asm().values())
+    fns = {"spa": (_spa_spans, _mac_span), "ntt_forward": (_ntt_fwd_rows,),
+           "ntt_inverse": (_ntt_inv_rows,), "ntt_accumulate": (_ntt_acc,)}[name]
+    asm = ""
+    for fn in fns:
+        if not fn.signatures:
+            raise InputError(f"Run the '{name}' kernel once before inspecting it.")
+        fresh = njit(boundscheck=False)(fn.py_func)
+        for sig in fn.signatures:
+            fresh.compile(sig)
+        asm += "\n".join(fresh.inspect_asm().values())
     return {reg: asm.count(reg) for reg in ("xmm", "ymm", "zmm")}

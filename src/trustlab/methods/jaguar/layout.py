@@ -144,21 +144,28 @@ class ConvLayout:
         """(C_out, n_rtiles, N) booleans: the coefficients the client needs."""
         return np.broadcast_to(self.used_mask()[None], (self.c_out, self.n_rtiles, self.n))
 
-    def used_segments(self) -> tuple[np.ndarray, int, int]:
-        """The used coefficients as row segments: ``(start, length, step)``.
-
-        ``start`` is (n_rtiles, S) int64: coefficient ``start[r, i] + step * jj`` (``jj <
-        length``) of row tile ``r`` is an output; ``-1`` pads tiles with fewer output rows.
-        """
-        i = np.arange(self.h_out) * self.stride
-        tile = i // self.rows_per_tile
-        starts = self.offset + (i % self.rows_per_tile) * self.wp
-        width = int(np.bincount(tile, minlength=self.n_rtiles).max())
-        out = np.full((self.n_rtiles, width), -1, dtype=np.int64)
+    def used_spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """Contiguous coefficient spans that cover the outputs: ``(start, length)``, each
+        (n_rtiles, S) int64 (length 0 pads). Stride 1: one span per row tile from its first
+        to its last output (the ``Wp - W_out`` halo columns between rows come along);
+        stride > 1: one span per output row (every ``stride``-th coefficient is read)."""
+        tile, coeff = self.output_positions()
+        if self.stride == 1:
+            start = np.zeros((self.n_rtiles, 1), dtype=np.int64)
+            length = np.zeros((self.n_rtiles, 1), dtype=np.int64)
+            for r in range(self.n_rtiles):
+                pos = coeff[tile == r]
+                start[r, 0], length[r, 0] = pos.min(), pos.max() - pos.min() + 1
+            return start, length
+        rows_tile = tile[:, 0]
+        width = int(np.bincount(rows_tile, minlength=self.n_rtiles).max())
+        start = np.zeros((self.n_rtiles, width), dtype=np.int64)
+        length = np.zeros((self.n_rtiles, width), dtype=np.int64)
         for r in range(self.n_rtiles):
-            rows = starts[tile == r]
-            out[r, : rows.size] = rows
-        return out, self.w_out, self.stride
+            rows = coeff[rows_tile == r, 0]
+            start[r, : rows.size] = rows
+            length[r, : rows.size] = (self.w_out - 1) * self.stride + 1
+        return start, length
 
     def extract(self, polys: np.ndarray) -> np.ndarray:
         """(C_out, n_rtiles, N) output polynomials -> (C_out, H_out, W_out) values."""
@@ -261,11 +268,11 @@ class FCLayout:
         o = np.arange(self.m)
         return o // self.rows, (o % self.rows) * self.chunk + self.chunk - 1
 
-    def used_segments(self) -> tuple[np.ndarray, int, int]:
-        """The used coefficients of every output polynomial as segments of length one (the
-        last group's missing rows are computed too and never read)."""
-        starts = np.arange(self.rows, dtype=np.int64) * self.chunk + self.chunk - 1
-        return starts[None, :], 1, 1
+    def used_spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """One span of length one per output row of a group (the last group's missing rows
+        are computed too and never read)."""
+        start = np.arange(self.rows, dtype=np.int64)[None, :] * self.chunk + self.chunk - 1
+        return start, np.ones_like(start)
 
     def output_mask(self) -> np.ndarray:
         """(n_groups, 1, N) booleans: the coefficients the client needs."""

@@ -183,7 +183,7 @@ class JaguarServer:
         if self.kernel == "compiled":
             shifts = layout.shifts()
             c0_out = kernels.spa_used(kernels.extend_negacyclic(c0), shifts, terms,
-                                      layout.used_segments())
+                                      layout.used_spans())
             c1_out = kernels.spa_full(kernels.extend_negacyclic(query.c1), shifts, terms)
             return Ciphertext(mask(c0_out, p.k), mask(c1_out, p.k), p.k)
         polys = np.stack([c0, query.c1], axis=2)  # (B, R, 2, N)
