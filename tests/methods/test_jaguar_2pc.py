@@ -312,15 +312,40 @@ def test_private_digits_inference_between_two_processes(digits_net, system):
         res.seconds, res.bytes, res.rounds, "lan")
 
 
+def _check_private_equals_plaintext(net, images, seed):  # type: ignore[no-untyped-def]
+    res = private_inference(net, images, ProtocolConfig(), seed=seed)
+    ref = np.stack([fixed_point_forward(net, net.quantise_input(x)) for x in images])
+    err = np.abs(res.logits - ref)
+    assert err.max() <= error_bound(net, 1.0)
+    # the prediction may only differ where the plaintext top-2 margin is within the error
+    margin = np.sort(ref, axis=1)[:, -1] - np.sort(ref, axis=1)[:, -2]
+    agree = res.logits.argmax(1) == ref.argmax(1)
+    assert np.all(agree | (margin <= 2 * err.max()))
+    return agree
+
+
+def _stratified(labels: np.ndarray, per_class: int) -> np.ndarray:
+    """The first ``per_class`` test images of every class (in the seeded split's order)."""
+    return np.concatenate([np.flatnonzero(labels == c)[:per_class] for c in np.unique(labels)])
+
+
+@pytest.mark.acceptance
+def test_private_digits_inference_stratified_test_images(digits_net):
+    """Acceptance (the jaguar 2/2 claim, issue #18's item): Jaguar's private inference between
+    two processes (base OT + IKNP, compiled kernels) equals the plaintext fixed-point network
+    on 6 test images of every class (60 of 360), each within the propagated error bound. All
+    360 images are the ``slow`` test below; the subset keeps CI within 4 minutes on 2 cores."""
+    _, net, x_test, y_test = digits_net
+    idx = _stratified(y_test, 6)
+    assert len(idx) == 60 and set(y_test[idx]) == set(range(10))
+    agree = _check_private_equals_plaintext(net, x_test[idx], seed=22)
+    assert agree.mean() >= 0.98
+
+
 @pytest.mark.slow
 def test_private_digits_inference_every_test_image(digits_net):
     _, net, x_test, _ = digits_net
-    res = private_inference(net, x_test, ProtocolConfig(), seed=22)
-    ref = np.stack([fixed_point_forward(net, net.quantise_input(x)) for x in x_test])
-    assert np.abs(res.logits - ref).max() <= error_bound(net, 1.0)
-    margin = np.sort(ref, axis=1)[:, -1] - np.sort(ref, axis=1)[:, -2]
-    agree = res.logits.argmax(1) == ref.argmax(1)
-    assert np.all(agree | (margin <= 2 * np.abs(res.logits - ref).max()))
+    _check_private_equals_plaintext(net, x_test, seed=22)
 
 
 def test_fixed_point_net_tracks_float_net(digits_net):

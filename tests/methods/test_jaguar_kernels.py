@@ -264,3 +264,20 @@ def test_depthwise_batches_equal_one_query_per_channel():
     for ch in range(c):
         one = K.ntt_accumulate(x[ch : ch + 1], w[ch : ch + 1], ws[ch : ch + 1], primes, (0, 1))
         assert np.array_equal(batched[ch], one[0])
+
+
+def test_plain_polynomials_serve_conv_spans_and_wrapping_spans_are_refused():
+    rng = np.random.default_rng(4)
+    for lay in SHAPES[:6]:
+        x = rng.integers(0, 2**64, (lay.n_ctiles, lay.n_rtiles, lay.n), dtype=np.uint64)
+        w = lay.term_weights(rng.integers(-50, 50, (lay.c_out, lay.c, lay.kernel, lay.kernel)))
+        a = K.spa_used(x, lay.shifts(), w, lay.used_spans(), extended=False)
+        b = K.spa_used(K.extend_negacyclic(x), lay.shifts(), w, lay.used_spans())
+        assert np.array_equal(a, b)
+    fc = plan_fc(128, 6, 40)
+    x = rng.integers(0, 2**64, (fc.n_in_cts, 1, 128), dtype=np.uint64)
+    w = fc.term_weights(rng.integers(-5, 5, (6, 40)))
+    from trustlab.core.errors import InputError
+
+    with pytest.raises(InputError, match="wrap"):
+        K.spa_used(x, fc.shifts(), w, fc.used_spans(), extended=False)

@@ -284,7 +284,7 @@ class _Engine:
             c0_all, seeds = ch.recv()
             outs, parts, pos, spos = [], [], 0, 0
             for b in range(batch):
-                for gi, (sl, w, bias, lay) in enumerate(groups):
+                for gi, (sl, _, bias, lay) in enumerate(groups):
                     lead = (lay.n_in_cts // lay.n_rtiles, lay.n_rtiles)
                     cnt = int(np.prod(lead))
                     if c0_all.size < pos + cnt * nl * n or len(seeds) < spos + 32 * cnt:

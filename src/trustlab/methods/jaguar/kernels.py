@@ -557,27 +557,53 @@ def spa_full(ext: np.ndarray, shifts: np.ndarray, weights: np.ndarray,
 
 
 def spa_used(ext: np.ndarray, shifts: np.ndarray, weights: np.ndarray, spans: tuple,
-             out: np.ndarray | None = None, diag: bool = False) -> np.ndarray:
+             out: np.ndarray | None = None, diag: bool = False, extended: bool = True
+             ) -> np.ndarray:
     """``spa_full`` on the spans ``(start, length)`` of each row tile only (a layout's
     ``used_spans()``, which cover every coefficient the client reads); ``out`` elsewhere is
     left as it is (zero when allocated here). ``diag``: depthwise (weights (O, 1, T), output
-    ``o`` reads input ``o``)."""
+    ``o`` reads input ``o``).
+
+    ``extended=False``: ``ext`` holds the polynomials themselves, (B, R, N). Allowed when no
+    used coefficient wraps around ``X^N`` (``start - shift >= 0`` for every span and term, true
+    of every conv layout): the rotation is then a plain offset and needs no extension.
+    """
     _require()
-    n_r, n = _check_spa(ext, shifts, weights, diag)
+    if extended:
+        n_r, n = _check_spa(ext, shifts, weights, diag)
+    else:
+        if ext.dtype != np.uint64 or ext.ndim != 3:
+            raise InputError(f"'ext' must be (B, R, N) uint64. Got {ext.dtype} {ext.shape}.")
+        n_r, n = _check_spa(_shape_only(ext), shifts, weights, diag)  # type: ignore[arg-type]
     start, length = spans
     if start.shape != length.shape or start.shape[0] != n_r:
         raise InputError(f"'spans' must be two (R={n_r}, S) arrays. Got {start.shape}, "
                          f"{length.shape}.")
     if np.any((length > 0) & ((start < 0) | (start + length > n))):
         raise InputError(f"'spans' must lie in [0, {n}).")
-    return _run_spans(ext, shifts, weights, spans, out, diag)
+    if not extended:
+        sh = np.asarray(shifts, dtype=np.int64)
+        live = length > 0
+        if sh.size and live.any() and int(start[live].min()) - int(sh.max()) < 0:
+            raise InputError("These spans wrap around X^N: pass the negacyclic extension.")
+    return _run_spans(ext, shifts, weights, spans, out, diag, not extended)
 
 
-def _run_spans(ext, shifts, weights, spans, out, diag=False):  # type: ignore[no-untyped-def]
-    n_r, n = ext.shape[1], ext.shape[2] // 2
+class _shape_only:  # a stand-in array for the shape checks of plain polynomials
+    dtype = np.dtype(np.uint64)
+    ndim = 3
+
+    def __init__(self, polys: np.ndarray) -> None:
+        self.shape = (polys.shape[0], polys.shape[1], 2 * polys.shape[2])
+
+
+def _run_spans(ext, shifts, weights, spans, out, diag=False, no_wrap=False):  # type: ignore[no-untyped-def]
+    n_r = ext.shape[1]
+    n = ext.shape[2] if no_wrap else ext.shape[2] // 2
     if out is None:
         out = np.zeros((weights.shape[0], n_r, n), dtype=np.uint64)
-    offs = (n - np.asarray(shifts, dtype=np.int64)).astype(np.int64)
+    base = 0 if no_wrap else n
+    offs = (base - np.asarray(shifts, dtype=np.int64)).astype(np.int64)
     _spa_spans(np.ascontiguousarray(ext), offs, _weights_u64(weights),
                np.ascontiguousarray(spans[0], dtype=np.int64),
                np.ascontiguousarray(spans[1], dtype=np.int64), out, diag)

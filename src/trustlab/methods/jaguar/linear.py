@@ -182,8 +182,11 @@ class JaguarServer:
         terms = layout.term_weights(weight)
         if self.kernel == "compiled":
             shifts = layout.shifts()
-            c0_out = kernels.spa_used(kernels.extend_negacyclic(c0), shifts, terms,
-                                      layout.used_spans())
+            if isinstance(layout, ConvLayout):  # used conv outputs never wrap around X^N
+                c0_out = kernels.spa_used(c0, shifts, terms, layout.used_spans(), extended=False)
+            else:
+                c0_out = kernels.spa_used(kernels.extend_negacyclic(c0), shifts, terms,
+                                          layout.used_spans())
             c1_out = kernels.spa_full(kernels.extend_negacyclic(query.c1), shifts, terms)
             return Ciphertext(mask(c0_out, p.k), mask(c1_out, p.k), p.k)
         polys = np.stack([c0, query.c1], axis=2)  # (B, R, 2, N)

@@ -355,6 +355,7 @@ def time_layer(layer: Linear, jp: JaguarParams, cp: PrimeParams, repeats: int = 
     out = LayerTimes()
     n_r = lay.n_rtiles
     diag = layer.depthwise
+    conv = isinstance(lay, ConvLayout)
     if diag:  # one query per channel, batched: output channel o reads input channel o
         b_in, n_groups = layer.c, layer.c
         w_full = rng.integers(-(2**11), 2**11, (layer.c, 1, 1, lay.kernel, lay.kernel))
@@ -380,8 +381,9 @@ def time_layer(layer: Linear, jp: JaguarParams, cp: PrimeParams, repeats: int = 
         order.shuffle(items)
         for item in items:
             if item == "spa":
-                t0 = _cpu()
-                ext[0] = kernels.extend_negacyclic(ring[:, :, 0])
+                t0 = _cpu()  # c0: conv outputs never wrap, FC outputs do (extension)
+                ext[0] = (np.ascontiguousarray(ring[:, :, 0]) if conv
+                          else kernels.extend_negacyclic(ring[:, :, 0]))
                 t1 = _cpu()
                 ext[1] = kernels.extend_negacyclic(ring[:, :, 1])
                 t2 = _cpu()
@@ -420,7 +422,7 @@ def time_layer(layer: Linear, jp: JaguarParams, cp: PrimeParams, repeats: int = 
                 if item == "spa_c0":
                     spa_out[:] = 0
                     t0 = _cpu()
-                    kernels.spa_used(e0, shifts, w_blk, spans, spa_out, diag)
+                    kernels.spa_used(e0, shifts, w_blk, spans, spa_out, diag, extended=not conv)
                 elif item == "spa_c1":
                     spa_out[:] = 0
                     t0 = _cpu()
