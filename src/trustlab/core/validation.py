@@ -227,10 +227,10 @@ def check_labels(
     name: str = "labels",
     where: str = "",
     *,
-    n_samples: int | None = None,
-    n_classes: int | None = None,
     classes: Sequence[Any] | None = None,
     allow_empty: bool = False,
+    n_samples: int | None = None,
+    n_classes: int | None = None,
 ) -> NDArray[np.int64]:
     """Class labels as a 1-D int64 array of indices.
 
