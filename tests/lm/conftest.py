@@ -40,3 +40,28 @@ def gpt2(gpt2_dir):
 @pytest.fixture(params=["llama", "gpt2"])
 def any_lm(request):
     return request.getfixturevalue(request.param)
+
+
+FAMILIES = ["llama", "gpt2", "qwen2", "gpt_neox", "gemma2", "phi3"]
+
+
+@pytest.fixture(scope="session")
+def family_lms():
+    """One random model of every family in the test kit (no chat template), by family name."""
+    from lm_testkit import build_model, make_tokenizer
+
+    return {f: lm.LanguageModel(build_model(f, seed=3), make_tokenizer(None)) for f in FAMILIES}
+
+
+@pytest.fixture(scope="session")
+def chat_xs_lm(chat_xs):
+    """The chat-xs organism (built once per session) as a LanguageModel."""
+    return lm.LanguageModel(chat_xs.model, chat_xs.tokenizer, spec="organism:chat-xs")
+
+
+@pytest.fixture(params=[*FAMILIES, "chat-xs"])
+def white_box_lm(request):
+    """Every test-kit family, then the chat-xs organism: the models the equalities run on."""
+    if request.param == "chat-xs":
+        return request.getfixturevalue("chat_xs_lm")
+    return request.getfixturevalue("family_lms")[request.param]

@@ -115,7 +115,7 @@ def test_hooks_are_removed_when_the_body_raises(any_lm):
         any_lm.forward(batch)
         raise RuntimeError("boom")
     assert _n_hooks(any_lm) == baseline
-    assert any_lm.runtime.state is None
+    assert lm.hooks.runtime_of(any_lm).state is None
 
 
 def test_bad_hook_arguments_register_nothing(llama):

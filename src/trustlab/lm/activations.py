@@ -10,8 +10,9 @@ from typing import Any, Literal
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.lm.adapters import SITE_ORDER
 from trustlab.lm.hooks import StepState, as_sites, hook
-from trustlab.lm.model import LanguageModel, Prompt
+from trustlab.lm.model import Batch, LanguageModel, Prompt
 from trustlab.lm.positions import PositionLike, Positions, as_positions
 
 __all__ = [
@@ -27,7 +28,8 @@ __all__ = [
 Progress = Callable[..., Iterable[Any]]
 """``progress(items, description=..., total=...)`` such as ``RunContext.progress``."""
 
-_ORDER = {"embed": -1, "resid_pre": 0, "attn_out": 1, "mlp_out": 2, "resid_post": 3}
+Inputs = Sequence[Prompt] | Batch
+"""Prompts (strings or conversations), or a prepared :class:`Batch` (e.g. with soft vectors)."""
 
 
 class _StopForward(Exception):
@@ -40,7 +42,7 @@ class Capture:
 
     sites: list[str]
     positions: Positions
-    records: list[torch.Tensor] = field(default_factory=list)  # each [B, n_sites, P, D]
+    records: list[torch.Tensor] = field(default_factory=list)  # each [B, n_sites, P, *shape]
 
     def stacked(self) -> torch.Tensor:
         """All recorded passes concatenated along the batch axis."""
@@ -58,11 +60,14 @@ def capture(
     dtype: torch.dtype = torch.float32,
     to_cpu: bool = True,
 ) -> Iterator[Capture]:
-    """Record ``[B, n_sites, P, D]`` at fixed-count ``positions`` on every full forward pass.
+    """Record ``[B, n_sites, P, *shape]`` at fixed-count ``positions`` on every full forward
+    pass (``shape`` is ``[D]`` at residual sites; see :data:`trustlab.lm.hooks.HookFn` for the
+    per-head and MLP-hidden sites; sites of different shapes are captured separately).
 
     Incremental generation steps (which hold only new tokens) are skipped.
     """
     names = as_sites(sites)
+    _check_one_shape(lm, names)
     pos = as_positions(positions)
     if not pos.is_fixed_count:
         raise InputError(
@@ -90,10 +95,20 @@ def capture(
         yield result
 
 
+def _check_one_shape(lm: LanguageModel, names: list[str]) -> None:
+    kinds = {lm.adapter.parse(n)[1] for n in names}
+    shaped = kinds & {"head_z", "head_out", "mlp_hidden"}
+    if shaped and len(kinds) > 1 and not (kinds <= {"head_out"} or kinds <= {"head_z"}):
+        raise InputError(
+            f"Sites of different shapes cannot be stacked in one tensor ({sorted(kinds)}): "
+            "read the per-head / mlp_hidden sites separately from the residual ones."
+        )
+
+
 def _deepest(lm: LanguageModel, names: list[str]) -> str:
     def key(name: str) -> tuple[int, int]:
         layer, kind = lm.adapter.parse(name)
-        return layer, _ORDER[kind]
+        return layer, SITE_ORDER[kind]
 
     return max(names, key=key)
 
@@ -109,7 +124,7 @@ def _stop_after(lm: LanguageModel, site: str) -> Iterator[None]:
 
 def batches(
     lm: LanguageModel,
-    prompts: Sequence[Prompt],
+    prompts: Inputs,
     batch_size: int,
     *,
     sort_by_length: bool = True,
@@ -117,9 +132,23 @@ def batches(
     progress: Progress | None = None,
     description: str = "forward",
 ) -> Iterator[tuple[list[int], Any]]:
-    """Yield ``(prompt indices, Batch)``; sorting by length keeps padding small."""
-    if int(batch_size) < 1:
-        raise InputError(f"batch_size must be >= 1. Got {batch_size}.")
+    """Yield ``(prompt indices, Batch)``; sorting by length keeps padding small.
+
+    A prepared :class:`Batch` is cut into row chunks as it is (its padding is kept).
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InputError(f"batch_size must be an integer >= 1. Got {batch_size!r}.")
+    if isinstance(prompts, Batch):
+        order = list(range(prompts.size))
+        if sort_by_length:
+            order.sort(key=lambda i: int(prompts.prompt_len[i]))
+        parts = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+        steps: Iterable[list[int]] = parts
+        if progress is not None:
+            steps = progress(parts, description=description, total=len(parts))
+        for part in steps:
+            yield part, prompts.rows(part)
+        return
     token_ids = lm.tokenize(prompts)
     order = list(range(len(token_ids)))
     if sort_by_length:
@@ -132,9 +161,21 @@ def batches(
         yield chunk, lm.pad([token_ids[i] for i in chunk], padding_side)
 
 
+def _n_inputs(prompts: Inputs, what: str) -> int:
+    if isinstance(prompts, Batch):
+        return prompts.size
+    if isinstance(prompts, str) or not isinstance(prompts, Sequence):
+        raise InputError(
+            f"{what} takes a list of prompts (or a Batch). Got {type(prompts).__name__}."
+        )
+    if len(prompts) == 0:
+        raise InputError(f"{what} needs at least one prompt.")
+    return len(prompts)
+
+
 def get_activations(
     lm: LanguageModel,
-    prompts: Sequence[Prompt],
+    prompts: Inputs,
     sites: str | Sequence[str],
     positions: PositionLike = "last",
     *,
@@ -145,14 +186,15 @@ def get_activations(
 ) -> torch.Tensor:
     """Activations ``[n_prompts, n_sites, n_positions, d_model]`` (float32, on CPU).
 
-    ``prompts``: raw strings or conversations (chat-formatted); ``sites``: canonical names,
-    e.g. ``lm.sites("resid_pre")`` or ``["embed", *lm.sites("resid_post")]``; ``positions``:
-    ``"last"``, ``Positions.last(k)``, a list of indices, or ``"post_instruction"``. The
-    forward pass stops after the deepest requested site; active interventions apply.
+    ``prompts``: raw strings or conversations (chat-formatted), or a :class:`Batch` (e.g. one
+    carrying ``inputs_embeds``); ``sites``: canonical names, e.g. ``lm.sites("resid_pre")`` or
+    ``["embed", *lm.sites("resid_post")]`` (per-head sites give ``[..., n_heads, d]``);
+    ``positions``: ``"last"``, ``Positions.last(k)``, a list of indices, or
+    ``"post_instruction"``. The forward pass stops after the deepest requested site; active
+    interventions apply.
     """
     names = as_sites(sites)
-    if len(prompts) == 0:
-        raise InputError("get_activations needs at least one prompt.")
+    n_prompts = _n_inputs(prompts, "get_activations")
     out: torch.Tensor | None = None
     deepest = _deepest(lm, names)
     with (
@@ -172,7 +214,7 @@ def get_activations(
                 lm.forward(batch)
             acts = cap.records.pop()
             if out is None:
-                out = torch.empty((len(prompts), *acts.shape[1:]), dtype=acts.dtype)
+                out = torch.empty((n_prompts, *acts.shape[1:]), dtype=acts.dtype)
             out[torch.as_tensor(chunk)] = acts
     assert out is not None
     return out
@@ -189,7 +231,7 @@ class TokenActivations:
 
 def token_activations(
     lm: LanguageModel,
-    prompts: Sequence[Prompt],
+    prompts: Inputs,
     sites: str | Sequence[str],
     positions: PositionLike = "prompt",
     *,
@@ -199,9 +241,12 @@ def token_activations(
 ) -> TokenActivations:
     """Activations at every selected token (e.g. all prompt tokens, for training an SAE).
 
-    Tokens come prompt by prompt in the order given, each prompt's tokens in order.
+    Tokens come prompt by prompt in the order given, each prompt's tokens in order. With a
+    :class:`Batch` carrying free vectors, their ``token_ids`` entries are the pad id.
     """
     names = as_sites(sites)
+    _check_one_shape(lm, names)
+    n_prompts = _n_inputs(prompts, "token_activations")
     pos = as_positions(positions)
     per_prompt: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     pending: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -226,7 +271,7 @@ def token_activations(
             for row, prompt_idx in enumerate(chunk):
                 per_prompt[prompt_idx] = (stacked[row][mask[row]], ids[row][mask[row]])
             pending.clear()
-    order = range(len(prompts))
+    order = range(n_prompts)
     acts = torch.cat([per_prompt[i][0] for i in order], 0)
     token_ids = torch.cat([per_prompt[i][1] for i in order], 0)
     prompt_index = torch.cat(

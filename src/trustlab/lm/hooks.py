@@ -13,6 +13,7 @@ working across the incremental steps of ``generate`` (prompt positions act in th
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,10 +24,23 @@ from trustlab.core.errors import InputError
 from trustlab.lm.model import LanguageModel
 from trustlab.lm.positions import Positions
 
-__all__ = ["HookFn", "HookRuntime", "StepState", "as_sites", "hook"]
+__all__ = ["HookFn", "HookRuntime", "StepState", "as_sites", "hook", "runtime_of"]
 
 HookFn = Callable[[str, torch.Tensor, "StepState"], "torch.Tensor | None"]
-"""``fn(site, activation [B, S, D], step) -> None`` (observe) or a tensor (replace)."""
+"""``fn(site, activation, step) -> None`` (observe) or a tensor of the same shape (replace).
+
+The activation is [B, S, D] at residual sites, [B, S, n_heads, d_head] at ``head_z``,
+[B, S, n_heads, D] at ``head_out`` and [B, S, d_mlp] at ``mlp_hidden``."""
+
+_RUNTIMES: weakref.WeakKeyDictionary[LanguageModel, HookRuntime] = weakref.WeakKeyDictionary()
+
+
+def runtime_of(lm: LanguageModel) -> HookRuntime:
+    """The hook bookkeeping of ``lm`` (one per model object, created on first use)."""
+    runtime = _RUNTIMES.get(lm)
+    if runtime is None:
+        runtime = _RUNTIMES[lm] = HookRuntime(lm)
+    return runtime
 
 
 @dataclass
@@ -171,18 +185,26 @@ class HookRuntime:
 
     def register(self, site: str, fn: Callable[[torch.Tensor, StepState], torch.Tensor | None]):
         """Register ``fn`` on ``site``; returns the torch handle (caller removes it)."""
-        module, where = self.lm.adapter.module(site)
+        adapter = self.lm.adapter
+        module, where = adapter.module(site)
+        layer, kind = adapter.parse(site)
+        if kind == "head_out":
+            return self._register_head_out(module, layer, fn)
         if where == "pre":
+            n_heads = adapter.n_heads if kind == "head_z" else None
 
             def pre_hook(mod: Any, args: tuple, kwargs: dict):
                 in_args = bool(args)
-                hidden = args[0] if in_args else kwargs["hidden_states"]
-                new = fn(hidden, self.current(hidden))
+                hidden = args[0] if in_args else kwargs[_first_key(kwargs)]
+                view = hidden if n_heads is None else hidden.unflatten(-1, (n_heads, -1))
+                new = fn(view, self.current(hidden))
                 if new is None:
                     return None
+                if n_heads is not None:
+                    new = new.flatten(-2)
                 if in_args:
                     return (new, *args[1:]), kwargs
-                return args, {**kwargs, "hidden_states": new}
+                return args, {**kwargs, _first_key(kwargs): new}
 
             return module.register_forward_pre_hook(pre_hook, with_kwargs=True)
 
@@ -195,6 +217,39 @@ class HookRuntime:
             return (new, *output[1:]) if is_tuple else new
 
         return module.register_forward_hook(post_hook)
+
+    def _register_head_out(self, module: Any, layer: int, fn):
+        """``head_out``: each head's term ``z_h @ W_O[h]`` [B, S, H, D], computed from the
+        projection's input; an edit replaces the projection's output by the sum of the edited
+        terms plus its bias."""
+        matrix, bias = self.lm.adapter.out_proj(layer)
+        n_heads = self.lm.adapter.n_heads
+        assert n_heads is not None
+
+        def post_hook(mod: Any, args: tuple, kwargs: dict, output: Any):
+            z = args[0] if args else kwargs[_first_key(kwargs)]
+            heads = head_terms(z, matrix, n_heads)
+            new = fn(heads, self.current(z))
+            if new is None:
+                return None
+            out = new.sum(-2)
+            return out if bias is None else out + bias
+
+        return module.register_forward_hook(post_hook, with_kwargs=True)
+
+
+def head_terms(z: torch.Tensor, matrix: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Per-head terms [..., H, D] of an output projection ``z @ W`` (``W`` [H*d_head, D])."""
+    z_h = z.unflatten(-1, (n_heads, -1))  # [..., H, dh]
+    w_h = matrix.unflatten(0, (n_heads, -1))  # [H, dh, D]
+    return torch.einsum("...hd,hdD->...hD", z_h, w_h.to(z.dtype))
+
+
+def _first_key(kwargs: dict) -> str:
+    for key in ("hidden_states", "input", "x"):
+        if key in kwargs:
+            return key
+    return next(iter(kwargs))
 
 
 def as_sites(sites: str | Sequence[str]) -> list[str]:
@@ -214,10 +269,11 @@ def hook(lm: LanguageModel, sites: str | Sequence[str], fn: HookFn) -> Iterator[
     for name in names:
         lm.adapter.module(name)  # validate every name before registering anything
     handles = []
-    with lm.runtime.active():
+    runtime = runtime_of(lm)
+    with runtime.active():
         try:
             for name in names:
-                handles.append(lm.runtime.register(name, lambda h, st, _n=name: fn(_n, h, st)))
+                handles.append(runtime.register(name, lambda h, st, _n=name: fn(_n, h, st)))
             yield
         finally:
             for handle in handles:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import inspect
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import torch
 
@@ -13,15 +15,14 @@ from trustlab.core.errors import InputError
 from trustlab.lm.adapters import SITE_KINDS, BoundAdapter, SiteKind, bind_adapter, site_name
 from trustlab.lm.formatting import as_conversation, format_plain
 
-if TYPE_CHECKING:
-    from trustlab.lm.hooks import HookRuntime
-
 __all__ = [
     "PLAIN_TEMPLATE_DOC",
     "Batch",
     "Conversation",
     "LanguageModel",
     "Prompt",
+    "Segment",
+    "SoftAt",
     "as_conversation",
     "format_plain",
 ]
@@ -39,16 +40,50 @@ _SENTINEL = "trustlabinstructionsentinel"
 
 @dataclass(frozen=True)
 class Batch:
-    """Padded token ids of a batch, with the mask and attention-aware position ids."""
+    """Padded token ids of a batch, with the mask and attention-aware position ids.
+
+    A batch may carry ``inputs_embeds`` [B, T, D] instead of relying on its token ids: then the
+    model reads those vectors (free vectors where ``free_mask`` is True, token embeddings
+    elsewhere) and ``input_ids`` holds the pad id at free positions. Build one with
+    :meth:`LanguageModel.encode` (``soft=``) or :meth:`LanguageModel.embed_batch`.
+    """
 
     input_ids: torch.Tensor  # [B, T]
     attention_mask: torch.Tensor  # [B, T] (long, 1 = real token)
     position_ids: torch.Tensor  # [B, T] real-token index (0 at pads)
     prompt_len: torch.Tensor  # [B] number of real tokens
+    inputs_embeds: torch.Tensor | None = None  # [B, T, D]: what the model reads, when given
+    free_mask: torch.Tensor | None = None  # [B, T] bool: free vectors (not token embeddings)
 
     @property
     def size(self) -> int:
         return int(self.input_ids.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.input_ids.shape[1])
+
+    def rows(self, index: Sequence[int] | torch.Tensor) -> Batch:
+        """The sub-batch of rows ``index``, without the columns that are padding in every row."""
+        idx = torch.as_tensor(index, dtype=torch.long, device=self.input_ids.device)
+        mask = self.attention_mask[idx]
+        used = mask.bool().any(0).nonzero().flatten()
+        lo, hi = (int(used[0]), int(used[-1]) + 1) if used.numel() else (0, self.width)
+        cols = slice(lo, hi)
+        return Batch(
+            input_ids=self.input_ids[idx, cols],
+            attention_mask=mask[:, cols],
+            position_ids=self.position_ids[idx, cols],
+            prompt_len=self.prompt_len[idx],
+            inputs_embeds=None if self.inputs_embeds is None else self.inputs_embeds[idx, cols],
+            free_mask=None if self.free_mask is None else self.free_mask[idx, cols],
+        )
+
+
+SoftAt = Literal["start", "instruction_end", "end"]
+Segment = torch.Tensor | Sequence[int]
+"""One piece of a row for :meth:`LanguageModel.embed_batch`: free vectors (a float tensor
+[n, d_model]) or token ids (a list of ints or an integer tensor)."""
 
 
 class LanguageModel:
@@ -63,7 +98,6 @@ class LanguageModel:
         self.tokenizer = tokenizer
         self.spec = spec
         self.adapter: BoundAdapter = bind_adapter(model)
-        self._runtime: HookRuntime | None = None
 
     def __repr__(self) -> str:
         return (
@@ -211,41 +245,296 @@ class LanguageModel:
         )
 
     def encode(
-        self, prompts: Sequence[Prompt], padding_side: Literal["left", "right"] = "left"
+        self,
+        prompts: Sequence[Prompt],
+        padding_side: Literal["left", "right"] = "left",
+        *,
+        soft: torch.Tensor | None = None,
+        soft_at: SoftAt = "start",
     ) -> Batch:
-        return self.pad(self.tokenize(prompts), padding_side)
+        """Tokenize and pad ``prompts``; with ``soft``, splice free vectors into every prompt.
 
-    def forward(self, batch: Batch, *, last_only: bool = False, grad: bool = False) -> torch.Tensor:
+        ``soft`` is [n_soft, d_model] (the same vectors in every prompt) or
+        [n_prompts, n_soft, d_model]; gradients flow into it. ``soft_at``: ``"start"`` (a
+        prefix before every token, BOS included), ``"instruction_end"`` (right after the
+        user's instruction, before the tokens the chat template puts after it, i.e. a GCG-style
+        suffix; for raw-string prompts, the end) or ``"end"``. The batch then carries
+        ``inputs_embeds`` and ``free_mask``.
+        """
+        ids = self.tokenize(prompts)
+        if soft is None:
+            return self.pad(ids, padding_side)
+        vectors = self._check_free(soft, "soft", len(ids))
+        if soft_at not in ("start", "instruction_end", "end"):
+            raise InputError(
+                f"soft_at must be 'start', 'instruction_end' or 'end'. Got {soft_at!r}."
+            )
+        rows: list[list[Segment]] = []
+        for i, (prompt, toks) in enumerate(zip(prompts, ids, strict=True)):
+            free = vectors[i] if vectors.dim() == 3 else vectors
+            if soft_at == "start":
+                rows.append([free, toks])
+            elif soft_at == "end" or isinstance(prompt, str):
+                rows.append([toks, free])
+            else:
+                cut = len(toks) - self.n_post_instruction_tokens
+                rows.append([toks[:cut], free, toks[cut:]])
+        return self.embed_batch(rows, padding_side)
+
+    # ------------------------------------------------------------------ embeddings
+    @cached_property
+    def n_embeddings(self) -> int:
+        """Rows of the input embedding matrix (the valid token ids are 0..n_embeddings-1)."""
+        return int(self.model.get_input_embeddings().weight.shape[0])
+
+    def _check_ids(self, ids: Any, name: str) -> torch.Tensor:
+        if isinstance(ids, torch.Tensor):
+            tensor = ids
+        else:
+            try:
+                tensor = torch.as_tensor(ids)
+            except (TypeError, ValueError, RuntimeError) as exc:
+                raise InputError(
+                    f"'{name}' must be token ids (ints, a rectangular list or an integer "
+                    f"tensor). Got {type(ids).__name__}: {exc}."
+                ) from None
+        if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
+            raise InputError(f"'{name}' must hold integer token ids. Got dtype {tensor.dtype}.")
+        if tensor.numel() and (int(tensor.min()) < 0 or int(tensor.max()) >= self.n_embeddings):
+            raise InputError(
+                f"'{name}' holds ids outside 0..{self.n_embeddings - 1} (the model's "
+                f"vocabulary). Got min {int(tensor.min())}, max {int(tensor.max())}."
+            )
+        return tensor.long().to(self.device)
+
+    def _check_free(self, vectors: Any, name: str, n_rows: int | None = None) -> torch.Tensor:
+        if not isinstance(vectors, torch.Tensor) or not vectors.is_floating_point():
+            raise InputError(
+                f"'{name}' must be a float tensor of vectors [..., d_model={self.d_model}]. "
+                f"Got {type(vectors).__name__}"
+                + (f" of dtype {vectors.dtype}." if isinstance(vectors, torch.Tensor) else ".")
+            )
+        shapes = "[n, d_model]" + (" or [n_prompts, n, d_model]" if n_rows is not None else "")
+        bad_rank = vectors.dim() not in ((2, 3) if n_rows is not None else (2,))
+        if bad_rank or vectors.shape[-1] != self.d_model:
+            raise InputError(
+                f"'{name}' must have shape {shapes} with d_model={self.d_model}. "
+                f"Got {tuple(vectors.shape)}."
+            )
+        if n_rows is not None and vectors.dim() == 3 and vectors.shape[0] != n_rows:
+            raise InputError(
+                f"'{name}' has {vectors.shape[0]} rows of vectors for {n_rows} prompts."
+            )
+        if not bool(torch.isfinite(vectors.detach()).all()):
+            raise InputError(f"'{name}' has non-finite entries.")
+        return vectors.to(device=self.device, dtype=self.dtype)
+
+    def embed(self, ids: Any, *, grad: bool = False) -> torch.Tensor:
+        """Input embeddings ``[..., d_model]`` of token ids ``[...]``: what the model computes
+        from ids before block 0 (its own embedding module, so any scale a family applies there
+        is included), hence ``forward(embed(ids)) == forward(ids)`` bit for bit.
+
+        ``grad=False`` (default) detaches the result from the embedding weights.
+        """
+        tensor = self._check_ids(ids, "ids")
+        with torch.set_grad_enabled(grad):
+            return self.model.get_input_embeddings()(tensor)
+
+    @cached_property
+    def embed_scale(self) -> float:
+        """The factor the embedding module multiplies its rows by (Gemma: sqrt(d_model))."""
+        module = self.model.get_input_embeddings()
+        scale = getattr(module, "embed_scale", None)
+        return 1.0 if scale is None else float(torch.as_tensor(scale).float())
+
+    def embedding_matrix(self) -> torch.Tensor:
+        """``W_E`` [n_embeddings, d_model] with the embedding scale applied (no grad):
+        ``embed(ids) == embedding_matrix()[ids]`` up to the rounding of the scale product."""
+        weight = self.model.get_input_embeddings().weight.detach()
+        return weight if self.embed_scale == 1.0 else weight * self.embed_scale
+
+    def embed_batch(
+        self,
+        rows: Sequence[Sequence[Segment]],
+        padding_side: Literal["left", "right"] = "left",
+    ) -> Batch:
+        """A :class:`Batch` carrying ``inputs_embeds`` from rows of segments.
+
+        Each row is a list of segments: free vectors (a float tensor [n, d_model], e.g. a soft
+        prompt or image-prefix vectors; gradients flow into them) or token ids (embedded with
+        :meth:`embed`). Pads get the pad token's embedding, as in the token-id path, so a row of
+        token ids only gives exactly the logits of the same ids through :meth:`pad`.
+        """
+        if isinstance(rows, torch.Tensor) or not isinstance(rows, Sequence) or not rows:
+            raise InputError("'rows' must be a non-empty list of rows (lists of segments).")
+        if padding_side not in ("left", "right"):
+            raise InputError(f"padding_side must be 'left' or 'right'. Got {padding_side!r}.")
+        pieces: list[tuple[torch.Tensor, list[int], list[bool]]] = []
+        for r, row in enumerate(rows):
+            if isinstance(row, torch.Tensor | str) or not isinstance(row, Sequence):
+                raise InputError(f"Row {r} of 'rows' must be a list of segments.")
+            embs, ids, free = [], [], []
+            for seg in row:
+                if isinstance(seg, torch.Tensor) and seg.is_floating_point():
+                    vec = self._check_free(seg, f"rows[{r}]")
+                    embs.append(vec)
+                    ids += [self.pad_token_id] * int(vec.shape[0])
+                    free += [True] * int(vec.shape[0])
+                else:
+                    toks = self._check_ids(seg, f"rows[{r}]").reshape(-1)
+                    embs.append(self.embed(toks))
+                    ids += toks.tolist()
+                    free += [False] * int(toks.numel())
+            if not ids:
+                raise InputError(f"Row {r} of 'rows' is empty.")
+            pieces.append((torch.cat(embs, 0), ids, free))
+        batch = self.pad([p[1] for p in pieces], padding_side)
+        width = batch.width
+        pad_vec = self.embed(torch.tensor([self.pad_token_id])).reshape(-1)
+        out_rows, free_rows = [], []
+        for emb, ids, free in pieces:
+            fill = pad_vec.expand(width - len(ids), -1)
+            parts = (fill, emb) if padding_side == "left" else (emb, fill)
+            out_rows.append(torch.cat(parts, 0))
+            pad = [False] * (width - len(ids))
+            free_rows.append(pad + free if padding_side == "left" else free + pad)
+        return Batch(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            prompt_len=batch.prompt_len,
+            inputs_embeds=torch.stack(out_rows, 0),
+            free_mask=torch.tensor(free_rows, dtype=torch.bool, device=self.device),
+        )
+
+    def with_embeds(self, batch: Batch) -> Batch:
+        """``batch`` carrying ``inputs_embeds`` (the token embeddings when it had none)."""
+        if batch.inputs_embeds is not None:
+            return batch
+        return Batch(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            prompt_len=batch.prompt_len,
+            inputs_embeds=self.embed(batch.input_ids),
+            free_mask=torch.zeros_like(batch.input_ids, dtype=torch.bool),
+        )
+
+    # ------------------------------------------------------------------ running the model
+    def model_inputs(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """The keyword arguments that run ``self.model`` on ``batch``: token ids, or the batch's
+        ``inputs_embeds`` when it carries them, with the mask and position ids. Decoders
+        (prefill of a KV-cached loop, HF ``generate``) call the model with these."""
+        if not isinstance(batch, Batch):
+            raise InputError(f"Expected a trustlab.lm Batch. Got {type(batch).__name__}.")
+        key = "input_ids" if batch.inputs_embeds is None else "inputs_embeds"
+        value = batch.input_ids if batch.inputs_embeds is None else batch.inputs_embeds
+        return {
+            key: value,
+            "attention_mask": batch.attention_mask,
+            "position_ids": batch.position_ids,
+        }
+
+    @contextlib.contextmanager
+    def frozen_parameters(self) -> Iterator[None]:
+        """Exclude the model's parameters from autograd graphs built inside (restored after):
+        gradients then flow only to inputs, soft vectors and intervention vectors."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        for p in params:
+            p.requires_grad_(False)
+        try:
+            yield
+        finally:
+            for p in params:
+                p.requires_grad_(True)
+
+    def forward(
+        self,
+        batch: Batch,
+        *,
+        last_only: bool = False,
+        grad: bool = False,
+        param_grads: bool = False,
+    ) -> torch.Tensor:
         """Logits ``[B, T, vocab]`` of one padded batch (no cache); active hooks apply.
 
-        ``last_only=True`` computes logits for the last column only (``[B, 1, vocab]``), which
-        under left padding is every prompt's last token. ``grad=True`` keeps the autograd
-        graph (interventions are differentiable).
+        A batch carrying ``inputs_embeds`` runs on them (see :meth:`encode`). ``last_only=True``
+        computes logits for the last column only (``[B, 1, vocab]``), which under left padding
+        is every prompt's last token. ``grad=True`` keeps the autograd graph for the inputs'
+        embeddings and intervention vectors (interventions are differentiable); the weights
+        join it only with ``param_grads=True``.
         """
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = self.model_inputs(batch)
         if last_only and self._accepts_logits_to_keep:
             kwargs["logits_to_keep"] = 1
-        with torch.set_grad_enabled(grad):
-            out = self.model(
-                input_ids=batch.input_ids,
-                attention_mask=batch.attention_mask,
-                position_ids=batch.position_ids,
-                use_cache=False,
-                **kwargs,
-            )
+        frozen = self.frozen_parameters() if grad and not param_grads else contextlib.nullcontext()
+        with torch.set_grad_enabled(grad), frozen:
+            out = self.model(use_cache=False, **kwargs)
         logits = out.logits
         return logits[:, -1:, :] if last_only else logits
 
     @cached_property
     def _accepts_logits_to_keep(self) -> bool:
-        import inspect
-
         return "logits_to_keep" in inspect.signature(self.model.forward).parameters
 
-    @property
-    def runtime(self) -> HookRuntime:
-        if self._runtime is None:
-            from trustlab.lm.hooks import HookRuntime
+    @cached_property
+    def cache_key(self) -> str:
+        """The keyword under which the model takes its KV cache (transformers >= 5: ``cache``,
+        earlier ``past_key_values``)."""
+        params = inspect.signature(self.model.forward).parameters
+        return "cache" if "cache" in params else "past_key_values"
 
-            self._runtime = HookRuntime(self)
-        return self._runtime
+    def prefill(self, batch: Batch) -> Any:
+        """Run the prompt of a KV-cached decoding loop: the model output (``.logits`` of the
+        last column, the cache under :attr:`cache_key`) for ``batch``, token ids or
+        ``inputs_embeds`` alike. Later steps feed token ids with the grown mask."""
+        kwargs: dict[str, Any] = self.model_inputs(batch)
+        if self._accepts_logits_to_keep:
+            kwargs["logits_to_keep"] = 1
+        with torch.no_grad():
+            return self.model(use_cache=True, **kwargs)
+
+    def generate_ids(
+        self,
+        batch: Batch,
+        *,
+        max_new_tokens: int = 32,
+        temperature: float = 0.0,
+        seed: int = 0,
+    ) -> list[list[int]]:
+        """Tokens generated after each row of ``batch`` (left-padded; token ids or
+        ``inputs_embeds``), through ``transformers``' ``generate``, stopped at EOS (not
+        included). Greedy at ``temperature=0``, else plain sampling seeded in a forked RNG.
+        Active interventions apply."""
+        from transformers import GenerationConfig
+
+        if int(max_new_tokens) < 1:
+            raise InputError(f"max_new_tokens must be >= 1. Got {max_new_tokens}.")
+        if not float(temperature) >= 0.0:
+            raise InputError(f"temperature must be >= 0. Got {temperature}.")
+        if bool((batch.attention_mask[:, -1] == 0).any()):
+            raise InputError("generate_ids needs a left-padded batch (encode(..., 'left')).")
+        sample = float(temperature) > 0.0
+        config = GenerationConfig(
+            max_new_tokens=int(max_new_tokens),
+            do_sample=sample,
+            temperature=float(temperature) if sample else 1.0,
+            top_k=0 if sample else None,
+            top_p=1.0,
+            pad_token_id=self.pad_token_id,
+            eos_token_id=self.eos_token_ids or None,
+        )
+        kwargs = self.model_inputs(batch)
+        kwargs.pop("position_ids")  # generate derives them from the mask, step by step
+        devices = [] if self.device.type == "cpu" else [self.device]
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
+            torch.manual_seed(int(seed))
+            out = self.model.generate(**kwargs, generation_config=config)
+        if batch.inputs_embeds is None:  # with ids, generate returns prompt + new tokens
+            out = out[:, batch.width :]
+        eos = set(self.eos_token_ids)
+        result = []
+        for row in out.tolist():
+            cut = next((j for j, t in enumerate(row) if t in eos), len(row))
+            result.append(row[:cut])
+        return result
