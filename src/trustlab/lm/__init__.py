@@ -6,8 +6,13 @@
     with ablate_direction(lm, r):
         replies = HFChatModel(lm).generate(prompts, max_new_tokens=32)
 
+White-box access: ``lm.embed(ids)`` and ``lm.encode(prompts, soft=vectors)`` feed embeddings;
+``target_logprob``/``token_gradients``/``project_to_tokens`` for attacks; per-head sites,
+``unembed``, ``logit_lens``, ``direct_logit_attribution`` and ``patch_activations`` for circuits.
+
 Site names are canonical for every family: ``embed``, ``blocks.{i}.resid_pre``,
-``blocks.{i}.resid_post``, ``blocks.{i}.attn_out``, ``blocks.{i}.mlp_out`` (see
+``blocks.{i}.resid_post``, ``blocks.{i}.attn_out``, ``blocks.{i}.mlp_out``, and inside blocks
+``blocks.{i}.head_z``, ``blocks.{i}.head_out``, ``blocks.{i}.mlp_hidden`` (see
 :mod:`trustlab.lm.adapters`). ``torch`` and ``transformers`` come with ``trustlab[llm]``.
 """
 
@@ -26,6 +31,14 @@ from trustlab.lm.activations import (
     token_activations,
 )
 from trustlab.lm.adapters import ADAPTERS, FamilyAdapter, site_name
+from trustlab.lm.attribution import (
+    LogitAttribution,
+    NormSplit,
+    direct_logit_attribution,
+    logit_lens,
+    split_norm,
+    unembed,
+)
 from trustlab.lm.chat import (
     ChatBackendError,
     ChatModel,
@@ -94,7 +107,23 @@ from trustlab.lm.judges import (
     refusal_token_ids,
 )
 from trustlab.lm.loading import load, register_resolver, registered_schemes
-from trustlab.lm.model import PLAIN_TEMPLATE_DOC, Batch, Conversation, LanguageModel, Prompt
+from trustlab.lm.model import (
+    PLAIN_TEMPLATE_DOC,
+    Batch,
+    Conversation,
+    LanguageModel,
+    Prompt,
+    Segment,
+    SoftAt,
+)
+from trustlab.lm.objectives import (
+    TokenGradients,
+    TokenProjection,
+    project_to_tokens,
+    target_logprob,
+    token_gradients,
+)
+from trustlab.lm.patching import PatchResult, head_component, logit_diff_metric, patch_activations
 from trustlab.lm.positions import Positions
 from trustlab.lm.reply_cache import ReplyCache, model_fingerprint
 from trustlab.lm.steering import (
@@ -133,7 +162,10 @@ __all__ = [
     "Judge",
     "JudgeItem",
     "LanguageModel",
+    "LogitAttribution",
+    "NormSplit",
     "OpenAIChatModel",
+    "PatchResult",
     "Positions",
     "ProbabilityRefusalJudge",
     "Prompt",
@@ -147,9 +179,13 @@ __all__ = [
     "RubricScore",
     "RubricSummary",
     "ScriptedChatModel",
+    "Segment",
+    "SoftAt",
     "Steering",
     "StepState",
     "TokenActivations",
+    "TokenGradients",
+    "TokenProjection",
     "Transform",
     "Verdict",
     "ablate_direction",
@@ -161,6 +197,7 @@ __all__ = [
     "clamp_projection",
     "cosine_similarity_matrix",
     "diff_in_means",
+    "direct_logit_attribution",
     "evaluate",
     "exact_match_settled",
     "fisher_rao",
@@ -168,6 +205,7 @@ __all__ = [
     "generate_rows",
     "get_activations",
     "greedy_rows",
+    "head_component",
     "hook",
     "intervene",
     "is_refusal",
@@ -176,12 +214,16 @@ __all__ = [
     "layer_candidates",
     "layer_cosines",
     "load",
+    "logit_diff_metric",
+    "logit_lens",
     "model_fingerprint",
     "next_token_logprobs",
     "next_token_probs",
     "normalize",
     "parse_tool_call",
+    "patch_activations",
     "placebo_directions",
+    "project_to_tokens",
     "refusal_score",
     "refusal_settled",
     "refusal_token_ids",
@@ -192,6 +234,10 @@ __all__ = [
     "select_direction",
     "sequence_logprobs",
     "site_name",
+    "split_norm",
+    "target_logprob",
     "token_activations",
+    "token_gradients",
     "total_variation",
+    "unembed",
 ]
