@@ -2,7 +2,8 @@
 
 A 4-layer Llama-style (SwiGLU) model, randomly initialised, batch 32 of left-padded prompts.
 Figures are ratios of median wall times against the plain HF forward measured in the same
-process (target: capture and an active intervention under +10%).
+process (target: capture and an active intervention under +10%; the embeddings-in path under
++10%; per-head capture is stated, not targeted: it computes every head's [.., H, D] term).
 
     python benchmarks/lm_hooks.py [--quick]
 """
@@ -118,6 +119,28 @@ def main() -> None:
         with lm.ablate_direction(model, direction):
             return model.forward(batch)
 
+    def embeds_in() -> object:
+        # lm.embed + the forward on inputs_embeds (a Batch carrying them), as attacks run it
+        return model.forward(model.with_embeds(batch))
+
+    prepared = model.with_embeds(batch)
+
+    def embeds_prepared() -> object:
+        return model.forward(prepared)
+
+    heads_out = model.sites("head_out")
+    heads_z = model.sites("head_z")
+
+    def heads_captured() -> object:
+        with lm.capture(model, heads_out, "last") as cap:
+            model.forward(batch)
+        return cap.stacked()
+
+    def heads_z_captured() -> object:
+        with lm.capture(model, heads_z, "last") as cap:
+            model.forward(batch)
+        return cap.stacked()
+
     def get_acts_early_stop() -> object:
         return lm.get_activations(model, prompts, model.sites("resid_post", [1]), batch_size=32)
 
@@ -132,6 +155,10 @@ def main() -> None:
         ("add_vector at 4 layers, last token", steered_last),
         ("directional ablation, 9 sites, all tokens", ablated),
         ("get_activations at layer 1 (stops early)", get_acts_early_stop),
+        ("embeddings in (embed + forward)", embeds_in),
+        ("embeddings in (prepared inputs_embeds)", embeds_prepared),
+        ("capture head_out x4 layers, last token", heads_captured),
+        ("capture head_z x4 layers, last token", heads_z_captured),
     ]
     for name, fn in cases:
         tb, tc, ratio = paired(plain, fn, repeats)

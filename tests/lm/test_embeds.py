@@ -111,40 +111,45 @@ def test_gradients_flow_from_logits_to_soft_vectors_not_to_weights(llama):
 
 
 def test_generation_from_embeddings_equals_generation_from_ids(white_box_lm):
+    """Through lm's KV-cached decoder: inputs_embeds of the prompts give the same replies."""
+    from trustlab.lm.decoding import generate_rows
+
     model = white_box_lm
-    batch = model.encode(_prompts(model, 4, seed=45))
-    from_ids = model.generate_ids(batch, max_new_tokens=6)
-    from_embeds = model.generate_ids(model.with_embeds(batch), max_new_tokens=6)
-    assert from_ids == from_embeds
-    sampled = model.generate_ids(
-        model.with_embeds(batch), max_new_tokens=4, temperature=1.0, seed=3
+    prompts = _prompts(model, 4, seed=45)
+    batch = model.encode(prompts)
+    from_ids = generate_rows(model, prompts, max_new_tokens=6)
+    from_embeds = generate_rows(
+        model, None, inputs_embeds=model.embeds_rows(batch), max_new_tokens=6
     )
-    again = model.generate_ids(model.with_embeds(batch), max_new_tokens=4, temperature=1.0, seed=3)
+    assert from_ids == from_embeds
+    rows = model.embeds_rows(model.with_embeds(batch))
+    sampled = generate_rows(
+        model, None, inputs_embeds=rows, max_new_tokens=4, temperature=1.0, seed=3
+    )
+    again = generate_rows(
+        model, None, inputs_embeds=rows, max_new_tokens=4, temperature=1.0, seed=3
+    )
     assert sampled == again
 
 
 def test_generation_from_a_soft_prefix_sees_hooks_in_prefill_only(llama):
+    from trustlab.lm.decoding import generate_rows
+
     soft = torch.randn(2, llama.d_model, generator=torch.Generator().manual_seed(2))
     batch = llama.encode(random_prompts(3, seed=46), soft=soft)
-    seen = {"prefill": 0, "steps": 0}
+    seen = {"prefill": 0, "steps": 0, "generated": 0}
 
     def spy(site, h, step):
-        seen["prefill" if step.offset == 0 else "steps"] += int(
-            step.edit_mask(lm.Positions.last()).sum()
-        )
+        key = "prefill" if step.offset == 0 else "steps"
+        seen[key] += int(step.edit_mask(lm.Positions.last()).sum())
+        seen["generated"] += int(step.edit_mask(lm.Positions.generated()).sum())
 
+    rows = llama.embeds_rows(batch)
+    assert [int(r.shape[0]) for r in rows] == batch.prompt_len.tolist()
     with lm.hook(llama, "blocks.1.resid_pre", spy):
-        out = llama.generate_ids(batch, max_new_tokens=5)
-    assert seen == {"prefill": 3, "steps": 0}
-    assert all(len(o) <= 5 for o in out)
-
-
-def test_prefill_uses_the_embeddings(llama):
-    batch = llama.encode(random_prompts(3, seed=47))
-    ids_out = llama.prefill(batch)
-    emb_out = llama.prefill(llama.with_embeds(batch))
-    assert torch.equal(ids_out.logits, emb_out.logits)
-    assert getattr(emb_out, llama.cache_key) is not None
+        out = generate_rows(llama, None, inputs_embeds=rows, max_new_tokens=5)
+    assert seen["prefill"] == 3 and seen["steps"] == 0 and seen["generated"] > 0
+    assert len(out) == 3
 
 
 def test_bad_soft_inputs_are_named(llama):

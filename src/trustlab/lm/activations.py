@@ -11,7 +11,7 @@ import torch
 
 from trustlab.core.errors import InputError
 from trustlab.lm.adapters import SITE_ORDER
-from trustlab.lm.hooks import StepState, as_sites, hook
+from trustlab.lm.hooks import StepState, as_sites, head_terms, hook
 from trustlab.lm.model import Batch, LanguageModel, Prompt
 from trustlab.lm.positions import PositionLike, Positions, as_positions
 
@@ -75,23 +75,38 @@ def capture(
             f"got {pos.describe()}. Use token_activations for every token."
         )
     result = Capture(names, pos)
-    index = {name: i for i, name in enumerate(names)}
     pending: dict[int, torch.Tensor] = {}
 
-    def fn(site: str, h: torch.Tensor, step: StepState) -> None:
-        if step.offset > 0:
-            return None
-        cols = step.gather_columns(pos)
-        rows = torch.arange(h.shape[0], device=h.device).unsqueeze(1)
-        got = h[rows, cols].detach().to(dtype)
-        got = got.cpu() if to_cpu else got
-        pending[index[site]] = got
-        if len(pending) == len(names):
-            result.records.append(torch.stack([pending[i] for i in range(len(names))], 1))
-            pending.clear()
-        return None
+    def reader(i: int, name: str):
+        # head_out is read as head_z at the selected columns, then projected per head: the
+        # per-head terms [.., H, D] are computed for those tokens only, not for every token.
+        layer, kind = lm.adapter.parse(name)
+        project = None
+        if kind == "head_out":
+            matrix, _ = lm.adapter.out_proj(layer)
+            n_heads = lm.adapter.n_heads
+            project = lambda z: head_terms(z.flatten(-2), matrix, n_heads)  # noqa: E731
 
-    with hook(lm, names, fn):
+        def fn(site: str, h: torch.Tensor, step: StepState) -> None:
+            if step.offset > 0:
+                return None
+            cols = step.gather_columns(pos)
+            rows = torch.arange(h.shape[0], device=h.device).unsqueeze(1)
+            got = h[rows, cols].detach()
+            got = (got if project is None else project(got)).to(dtype)
+            pending[i] = got.cpu() if to_cpu else got
+            if len(pending) == len(names):
+                result.records.append(torch.stack([pending[j] for j in range(len(names))], 1))
+                pending.clear()
+            return None
+
+        site = f"blocks.{layer}.head_z" if kind == "head_out" else name
+        return site, fn
+
+    with contextlib.ExitStack() as stack:
+        for i, name in enumerate(names):
+            site, fn = reader(i, name)
+            stack.enter_context(hook(lm, [site], fn))
         yield result
 
 

@@ -95,7 +95,9 @@ def _select_runtime_rows(lm: LanguageModel, keep: torch.Tensor) -> None:
     while the batch size stays; when rows leave the batch the carried state is sliced here, so
     position-aware interventions ("prompt", "generated") keep acting on the right tokens.
     """
-    runtime = getattr(lm, "_runtime", None)
+    from trustlab.lm.hooks import runtime_of
+
+    runtime = runtime_of(lm, create=False)
     state = getattr(runtime, "state", None)
     if state is None:
         return

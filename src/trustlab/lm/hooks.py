@@ -35,10 +35,11 @@ The activation is [B, S, D] at residual sites, [B, S, n_heads, d_head] at ``head
 _RUNTIMES: weakref.WeakKeyDictionary[LanguageModel, HookRuntime] = weakref.WeakKeyDictionary()
 
 
-def runtime_of(lm: LanguageModel) -> HookRuntime:
-    """The hook bookkeeping of ``lm`` (one per model object, created on first use)."""
+def runtime_of(lm: LanguageModel, *, create: bool = True) -> HookRuntime | None:
+    """The hook bookkeeping of ``lm`` (one per model object, created on first use; with
+    ``create=False``, None when no hook has run on it yet)."""
     runtime = _RUNTIMES.get(lm)
-    if runtime is None:
+    if runtime is None and create:
         runtime = _RUNTIMES[lm] = HookRuntime(lm)
     return runtime
 
@@ -270,6 +271,7 @@ def hook(lm: LanguageModel, sites: str | Sequence[str], fn: HookFn) -> Iterator[
         lm.adapter.module(name)  # validate every name before registering anything
     handles = []
     runtime = runtime_of(lm)
+    assert runtime is not None
     with runtime.active():
         try:
             for name in names:

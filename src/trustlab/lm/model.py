@@ -477,64 +477,11 @@ class LanguageModel:
     def _accepts_logits_to_keep(self) -> bool:
         return "logits_to_keep" in inspect.signature(self.model.forward).parameters
 
-    @cached_property
-    def cache_key(self) -> str:
-        """The keyword under which the model takes its KV cache (transformers >= 5: ``cache``,
-        earlier ``past_key_values``)."""
-        params = inspect.signature(self.model.forward).parameters
-        return "cache" if "cache" in params else "past_key_values"
-
-    def prefill(self, batch: Batch) -> Any:
-        """Run the prompt of a KV-cached decoding loop: the model output (``.logits`` of the
-        last column, the cache under :attr:`cache_key`) for ``batch``, token ids or
-        ``inputs_embeds`` alike. Later steps feed token ids with the grown mask."""
-        kwargs: dict[str, Any] = self.model_inputs(batch)
-        if self._accepts_logits_to_keep:
-            kwargs["logits_to_keep"] = 1
-        with torch.no_grad():
-            return self.model(use_cache=True, **kwargs)
-
-    def generate_ids(
-        self,
-        batch: Batch,
-        *,
-        max_new_tokens: int = 32,
-        temperature: float = 0.0,
-        seed: int = 0,
-    ) -> list[list[int]]:
-        """Tokens generated after each row of ``batch`` (left-padded; token ids or
-        ``inputs_embeds``), through ``transformers``' ``generate``, stopped at EOS (not
-        included). Greedy at ``temperature=0``, else plain sampling seeded in a forked RNG.
-        Active interventions apply."""
-        from transformers import GenerationConfig
-
-        if int(max_new_tokens) < 1:
-            raise InputError(f"max_new_tokens must be >= 1. Got {max_new_tokens}.")
-        if not float(temperature) >= 0.0:
-            raise InputError(f"temperature must be >= 0. Got {temperature}.")
-        if bool((batch.attention_mask[:, -1] == 0).any()):
-            raise InputError("generate_ids needs a left-padded batch (encode(..., 'left')).")
-        sample = float(temperature) > 0.0
-        config = GenerationConfig(
-            max_new_tokens=int(max_new_tokens),
-            do_sample=sample,
-            temperature=float(temperature) if sample else 1.0,
-            top_k=0 if sample else None,
-            top_p=1.0,
-            pad_token_id=self.pad_token_id,
-            eos_token_id=self.eos_token_ids or None,
-        )
-        kwargs = self.model_inputs(batch)
-        kwargs.pop("position_ids")  # generate derives them from the mask, step by step
-        devices = [] if self.device.type == "cpu" else [self.device]
-        with torch.no_grad(), torch.random.fork_rng(devices=devices):
-            torch.manual_seed(int(seed))
-            out = self.model.generate(**kwargs, generation_config=config)
-        if batch.inputs_embeds is None:  # with ids, generate returns prompt + new tokens
-            out = out[:, batch.width :]
-        eos = set(self.eos_token_ids)
-        result = []
-        for row in out.tolist():
-            cut = next((j for j, t in enumerate(row) if t in eos), len(row))
-            result.append(row[:cut])
-        return result
+    def embeds_rows(self, batch: Batch) -> list[torch.Tensor]:
+        """Each row's real positions as ``[T_i, d_model]`` vectors (its ``inputs_embeds``, or the
+        token embeddings): what :func:`trustlab.lm.decoding.generate_rows` takes as
+        ``inputs_embeds`` to generate from a soft prompt or an image prefix."""
+        full = self.with_embeds(batch)
+        assert full.inputs_embeds is not None
+        real = full.attention_mask.bool()
+        return [full.inputs_embeds[b][real[b]] for b in range(full.size)]
