@@ -315,7 +315,7 @@ def test_precision_annotator_states_its_precision_per_label():
     np.testing.assert_allclose(probs[0], [1 / 6, 1 / 6, 2 / 3])
     with pytest.raises(NotFittedError):
         PrecisionAnnotator(3).predict_proba(h)
-    with pytest.raises(InputError, match="same length"):
+    with pytest.raises(InputError, match="must have 6 entries"):
         PrecisionAnnotator(3).fit(h, y[:5])
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 
 __all__ = ["BootstrapResult", "bootstrap_ci", "check_random_state"]
 
@@ -113,14 +114,7 @@ def bootstrap_ci(
         raise InputError(
             f"The 'statistic' parameter of {where} must be callable. Got {type(statistic).__name__}."
         )
-    if (
-        isinstance(n_resamples, bool)
-        or not isinstance(n_resamples, int | np.integer)
-        or (n_resamples < 2)
-    ):
-        raise InputError(
-            f"The 'n_resamples' parameter of {where} must be an integer >= 2. Got {n_resamples}."
-        )
+    n_resamples = check_scalar(n_resamples, "n_resamples", where, kind=int, lo=2)
     if (
         isinstance(confidence_level, bool)
         or not isinstance(confidence_level, int | float | np.floating)

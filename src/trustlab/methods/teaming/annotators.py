@@ -21,26 +21,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.validation import as_float_array, check_labels, check_probs, check_scalar
 from trustlab.methods.teaming.combination import TemperatureScaling
 from trustlab.methods.teaming.partitions import confidence_class_cells, labels_to_probs
 from trustlab.methods.teaming.synthetic import TeamingData
 
 __all__ = ["PrecisionAnnotator", "votes_team"]
-
-
-def _int_labels(values: ArrayLike, name: str, where: str, n_classes: int | None = None):
-    arr = np.asarray(values)
-    if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu":
-        raise InputError(
-            f"The '{name}' parameter of {where} must be a non-empty 1-D integer array. "
-            f"Got shape {arr.shape}, dtype {arr.dtype}."
-        )
-    if arr.min() < 0 or (n_classes is not None and arr.max() >= n_classes):
-        raise InputError(
-            f"The '{name}' parameter of {where} must hold labels in [0, {n_classes}). "
-            f"Got values in [{arr.min()}, {arr.max()}]."
-        )
-    return arr.astype(np.intp)
 
 
 class PrecisionAnnotator:
@@ -63,19 +49,12 @@ class PrecisionAnnotator:
 
     def fit(self, human_labels: ArrayLike, labels: ArrayLike) -> PrecisionAnnotator:
         where = "PrecisionAnnotator.fit"
-        k = self.n_classes
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 2:
-            raise InputError(f"The 'n_classes' parameter of {where} must be an int >= 2. Got {k!r}.")
-        a, b = (float(v) for v in self.prior)
-        if not (a > 0 and b > 0 and np.isfinite(a + b)):
-            raise InputError(f"The 'prior' parameter of {where} must be two numbers > 0. Got {self.prior}.")
-        h = _int_labels(human_labels, "human_labels", where, k)
-        y = _int_labels(labels, "labels", where, k)
-        if h.shape != y.shape:
-            raise InputError(
-                f"The 'human_labels' and 'labels' parameters of {where} must have the same length. "
-                f"Got {h.size} and {y.size}."
-            )
+        k = check_scalar(self.n_classes, "n_classes", "PrecisionAnnotator", kind=int, lo=2)
+        if not isinstance(self.prior, tuple | list) or len(self.prior) != 2:
+            raise InputError(f"The 'prior' parameter of {where} must be two numbers > 0. Got {self.prior!r}.")
+        a, b = (check_scalar(v, "prior", where, lo=0.0, closed="neither") for v in self.prior)
+        h = check_labels(human_labels, "human_labels", where, n_classes=k)
+        y = check_labels(labels, "labels", where, n_samples=h.shape[0], n_classes=k)
         hits = np.bincount(h, weights=(h == y).astype(np.float64), minlength=k)
         self.told_ = np.bincount(h, minlength=k)
         self.precision_ = np.clip((hits + a) / (self.told_ + a + b), 1.0 / k, 1.0)
@@ -85,7 +64,9 @@ class PrecisionAnnotator:
         """Probability rows: the stated precision on the label, the rest spread evenly."""
         if not hasattr(self, "precision_"):
             raise NotFittedError("PrecisionAnnotator.predict_proba needs fit(human_labels, labels) first.")
-        h = _int_labels(human_labels, "human_labels", "PrecisionAnnotator.predict_proba", self.n_classes)
+        h = check_labels(
+            human_labels, "human_labels", "PrecisionAnnotator.predict_proba", n_classes=self.n_classes
+        )
         return labels_to_probs(h, self.precision_[h], self.n_classes)
 
 
@@ -105,22 +86,25 @@ def votes_team(
     only; ``fit_idx`` and ``eval_idx`` must be disjoint.
     """
     where = "votes_team"
-    pm = np.asarray(model_probs, dtype=np.float64)
-    if pm.ndim != 2 or pm.shape[1] < 2:
-        raise InputError(f"The 'model_probs' parameter of {where} must be (n, K). Got {pm.shape}.")
+    pm = check_probs(model_probs, "model_probs", where)
     n, k = pm.shape
-    y = _int_labels(labels, "labels", where, k)
-    h = _int_labels(human_labels, "human_labels", where, k)
-    counts = np.asarray(human_counts, dtype=np.float64)
-    if counts.shape != (n, k) or y.size != n or h.size != n:
+    y = check_labels(labels, "labels", where, n_samples=n, n_classes=k)
+    h = check_labels(human_labels, "human_labels", where, n_samples=n, n_classes=k)
+    counts = as_float_array(human_counts, "human_counts", where, ndim=2)
+    if counts.shape != (n, k):
         raise InputError(
-            f"{where} needs model_probs (n, K), labels (n,), human_counts (n, K) and "
-            f"human_labels (n,) with one n. Got {pm.shape}, {y.shape}, {counts.shape}, {h.shape}."
+            f"The 'human_counts' parameter of {where} must have shape ({n}, {k}) like "
+            f"model_probs. Got {counts.shape}."
         )
-    if not np.isfinite(counts).all() or (counts < 0).any() or (counts.sum(axis=1) <= 0).any():
-        raise InputError(f"The 'human_counts' parameter of {where} must be vote counts >= 0 with a vote per row.")
-    fit = _int_labels(fit_idx, "fit_idx", where, n)
-    ev = _int_labels(eval_idx, "eval_idx", where, n)
+    if (counts < 0).any() or (counts.sum(axis=1) <= 0).any():
+        raise InputError(
+            f"The 'human_counts' parameter of {where} must be vote counts >= 0 with a vote per row."
+        )
+    fit = check_labels(fit_idx, "fit_idx", where, n_classes=n)
+    ev = check_labels(eval_idx, "eval_idx", where, n_classes=n)
+    for name, idx in (("fit_idx", fit), ("eval_idx", ev)):
+        if np.unique(idx).size != idx.size:
+            raise InputError(f"The '{name}' parameter of {where} repeats a row.")
     if np.intersect1d(fit, ev).size:
         raise InputError(f"The 'fit_idx' and 'eval_idx' parameters of {where} must be disjoint.")
     model = TemperatureScaling().fit(pm[fit], y[fit]).transform(pm)

@@ -21,6 +21,7 @@ from scipy.optimize import minimize, minimize_scalar
 from scipy.special import log_softmax, softmax
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.validation import check_labels, check_probs, check_scalar
 
 __all__ = [
     "ConfusionMatrixCombiner",
@@ -32,30 +33,15 @@ __all__ = [
 _EPS = 1e-12
 
 
-def _probs(p: ArrayLike, where: str, name: str) -> NDArray[np.float64]:
-    arr = np.asarray(p, dtype=np.float64)
-    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] < 2:
-        raise InputError(
-            f"The '{name}' parameter of {where} must be a non-empty (n, K) probability array. "
-            f"Got shape {arr.shape}."
-        )
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr > 1):
-        raise InputError(f"The '{name}' parameter of {where} must lie in [0, 1] (no NaN).")
-    if np.max(np.abs(arr.sum(axis=1) - 1.0)) > 1e-3:
-        raise InputError(f"The rows of '{name}' in {where} must sum to 1.")
-    return arr
+def _probs(
+    p: ArrayLike, where: str, name: str, *, n_samples: int | None = None,
+    n_classes: int | None = None,
+) -> NDArray[np.float64]:
+    return check_probs(p, name, where, n_samples=n_samples, n_classes=n_classes)
 
 
 def _labels(y: ArrayLike, n: int, k: int, where: str, name: str) -> NDArray[np.intp]:
-    arr = np.asarray(y)
-    if arr.ndim != 1 or arr.shape[0] != n or arr.dtype.kind not in "iu":
-        raise InputError(
-            f"The '{name}' parameter of {where} must be 1-D integer labels with {n} entries. "
-            f"Got shape {arr.shape}, dtype {arr.dtype}."
-        )
-    if np.any((arr < 0) | (arr >= k)):
-        raise InputError(f"The '{name}' parameter of {where} must be in [0, {k}).")
-    return arr.astype(np.intp)
+    return check_labels(y, name, where, n_samples=n, n_classes=k).astype(np.intp)
 
 
 def _nll(logp: NDArray[np.float64], y: NDArray[np.intp]) -> float:
@@ -72,6 +58,12 @@ class TemperatureScaling:
         self.bounds = bounds
 
     def fit(self, probs: ArrayLike, labels: ArrayLike) -> TemperatureScaling:
+        where = "TemperatureScaling.fit"
+        b = self.bounds
+        if not isinstance(b, tuple | list | np.ndarray) or len(b) != 2:
+            raise InputError(f"The 'bounds' parameter of {where} must be (low, high). Got {b!r}.")
+        lo = check_scalar(b[0], "bounds[0]", where, lo=0.0, closed="neither")
+        check_scalar(b[1], "bounds[1]", where, lo=lo, closed="neither")
         p = _probs(probs, "TemperatureScaling.fit", "probs")
         y = _labels(labels, p.shape[0], p.shape[1], "TemperatureScaling.fit", "labels")
         logits = np.log(np.clip(p, _EPS, 1.0))
@@ -81,12 +73,13 @@ class TemperatureScaling:
             bounds=(lo, hi), method="bounded", options={"xatol": 1e-6},
         )
         self.temperature_ = float(np.exp(res.x))
+        self.n_classes_ = p.shape[1]
         return self
 
     def transform(self, probs: ArrayLike) -> NDArray[np.float64]:
         if not hasattr(self, "temperature_"):
             raise NotFittedError("TemperatureScaling.transform needs fit(probs, labels) first.")
-        p = _probs(probs, "TemperatureScaling.transform", "probs")
+        p = _probs(probs, "TemperatureScaling.transform", "probs", n_classes=self.n_classes_)
         return softmax(np.log(np.clip(p, _EPS, 1.0)) / self.temperature_, axis=1)
 
 
@@ -119,15 +112,9 @@ class ConfusionMatrixCombiner:
         self.calibrate_model = calibrate_model
 
     def _prior(self, k: int) -> NDArray[np.float64]:
-        a, s = float(self.prior_accuracy), float(self.prior_strength)
-        if not 0.0 < a < 1.0:
-            raise InputError(
-                f"The 'prior_accuracy' parameter of ConfusionMatrixCombiner must be in (0, 1). Got {a}."
-            )
-        if not s > 0.0:
-            raise InputError(
-                f"The 'prior_strength' parameter of ConfusionMatrixCombiner must be > 0. Got {s}."
-            )
+        where = "ConfusionMatrixCombiner"
+        a = check_scalar(self.prior_accuracy, "prior_accuracy", where, lo=0.0, hi=1.0, closed="neither")
+        s = check_scalar(self.prior_strength, "prior_strength", where, lo=0.0, closed="neither")
         off = s * (1.0 - a) / (k - 1)
         return np.full((k, k), off) + np.eye(k) * (s * a - off)
 
@@ -139,6 +126,11 @@ class ConfusionMatrixCombiner:
         n, k = pm.shape
         h = _labels(human_labels, n, k, where, "human_labels")
         y = _labels(labels, n, k, where, "labels")
+        if not isinstance(self.calibrate_model, bool):
+            raise InputError(
+                f"The 'calibrate_model' parameter of {where} must be True or False. "
+                f"Got {self.calibrate_model!r}."
+            )
         counts = np.zeros((k, k))
         np.add.at(counts, (y, h), 1.0)
         posterior = counts + self._prior(k)  # Dirichlet posterior per row; we take its mean
@@ -153,9 +145,7 @@ class ConfusionMatrixCombiner:
         where = "ConfusionMatrixCombiner.predict_proba"
         if not hasattr(self, "confusion_"):
             raise NotFittedError(f"{where} needs fit(model_probs, human_labels, labels) first.")
-        pm = _probs(model_probs, where, "model_probs")
-        if pm.shape[1] != self.n_classes_:
-            raise InputError(f"{where} was fit on {self.n_classes_} classes; got {pm.shape[1]}.")
+        pm = _probs(model_probs, where, "model_probs", n_classes=self.n_classes_)
         h = _labels(human_labels, pm.shape[0], self.n_classes_, where, "human_labels")
         pm = self.calibrator_.transform(pm) if self.calibrator_ else pm
         joint = np.clip(pm, _EPS, 1.0) * self.confusion_[:, h].T
@@ -179,17 +169,10 @@ class WeightedAverageCombiner:
     ) -> WeightedAverageCombiner:
         where = "WeightedAverageCombiner.fit"
         pm = _probs(model_probs, where, "model_probs")
-        ph = _probs(human_probs, where, "human_probs")
-        if ph.shape != pm.shape:
-            raise InputError(f"{where}: human_probs {ph.shape} and model_probs {pm.shape} differ.")
+        ph = _probs(human_probs, where, "human_probs", n_samples=pm.shape[0], n_classes=pm.shape[1])
         y = _labels(labels, pm.shape[0], pm.shape[1], where, "labels")
         if self.weight is not None:
-            if not 0.0 <= float(self.weight) <= 1.0:
-                raise InputError(
-                    f"The 'weight' parameter of WeightedAverageCombiner must be in [0, 1]. "
-                    f"Got {self.weight}."
-                )
-            self.weight_ = float(self.weight)
+            self.weight_ = check_scalar(self.weight, "weight", "WeightedAverageCombiner", lo=0.0, hi=1.0)
         else:
             rows = np.arange(y.size)
             a, b = ph[rows, y], pm[rows, y]
@@ -198,14 +181,15 @@ class WeightedAverageCombiner:
                 bounds=(0.0, 1.0), method="bounded", options={"xatol": 1e-6},
             )
             self.weight_ = float(res.x)
+        self.n_classes_ = pm.shape[1]
         return self
 
     def predict_proba(self, model_probs: ArrayLike, human_probs: ArrayLike) -> NDArray[np.float64]:
         where = "WeightedAverageCombiner.predict_proba"
         if not hasattr(self, "weight_"):
             raise NotFittedError(f"{where} needs fit(model_probs, human_probs, labels) first.")
-        pm = _probs(model_probs, where, "model_probs")
-        ph = _probs(human_probs, where, "human_probs")
+        pm = _probs(model_probs, where, "model_probs", n_classes=self.n_classes_)
+        ph = _probs(human_probs, where, "human_probs", n_samples=pm.shape[0], n_classes=pm.shape[1])
         return self.weight_ * ph + (1.0 - self.weight_) * pm
 
 
@@ -233,18 +217,19 @@ class ProductOfExpertsCombiner:
     ) -> ProductOfExpertsCombiner:
         where = "ProductOfExpertsCombiner.fit"
         pm = _probs(model_probs, where, "model_probs")
-        ph = _probs(human_probs, where, "human_probs")
-        if ph.shape != pm.shape:
-            raise InputError(f"{where}: human_probs {ph.shape} and model_probs {pm.shape} differ.")
+        ph = _probs(human_probs, where, "human_probs", n_samples=pm.shape[0], n_classes=pm.shape[1])
         y = _labels(labels, pm.shape[0], pm.shape[1], where, "labels")
+        self.n_classes_ = pm.shape[1]
         if self.weights is not None:
-            w = np.asarray(self.weights, dtype=np.float64)
-            if w.shape != (2,) or np.any(w < 0) or not np.all(np.isfinite(w)):
+            w = self.weights
+            if not isinstance(w, tuple | list | np.ndarray) or len(w) != 2:
                 raise InputError(
                     "The 'weights' parameter of ProductOfExpertsCombiner must be two numbers "
-                    f">= 0 (w_h, w_m). Got {self.weights}."
+                    f">= 0 (w_h, w_m). Got {w!r}."
                 )
-            self.weights_ = w
+            self.weights_ = np.array(
+                [check_scalar(v, "weights", "ProductOfExpertsCombiner", lo=0.0) for v in w]
+            )
             return self
         res = minimize(
             lambda w: _nll(self._combine(ph, pm, w), y),
@@ -257,6 +242,6 @@ class ProductOfExpertsCombiner:
         where = "ProductOfExpertsCombiner.predict_proba"
         if not hasattr(self, "weights_"):
             raise NotFittedError(f"{where} needs fit(model_probs, human_probs, labels) first.")
-        pm = _probs(model_probs, where, "model_probs")
-        ph = _probs(human_probs, where, "human_probs")
+        pm = _probs(model_probs, where, "model_probs", n_classes=self.n_classes_)
+        ph = _probs(human_probs, where, "human_probs", n_samples=pm.shape[0], n_classes=pm.shape[1])
         return np.exp(self._combine(ph, pm, self.weights_))

@@ -28,6 +28,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.validation import (
+    as_float_array,
+    check_choice,
+    check_labels,
+    check_probs,
+    check_samples,
+    check_scalar,
+)
 
 __all__ = [
     "CAPACITIES",
@@ -55,6 +63,10 @@ def make_meta_classifier(capacity: str, random_state: int | None = 0, multilabel
     from sklearn.multiclass import OneVsRestClassifier
     from sklearn.neural_network import MLPClassifier
 
+    where = "make_meta_classifier"
+    check_choice(capacity, "capacity", CAPACITIES, where)
+    random_state = _check_seed(random_state, where)
+    check_choice(multilabel, "multilabel", (True, False), where)
     if capacity == "logistic":
         est: Any = LogisticRegression(C=1.0, max_iter=2000)
     elif capacity == "boosting":
@@ -67,12 +79,13 @@ def make_meta_classifier(capacity: str, random_state: int | None = 0, multilabel
             hidden_layer_sizes=(64, 64), alpha=1e-3, learning_rate_init=3e-3, max_iter=100,
             batch_size=128, early_stopping=False, random_state=random_state,
         )
-    else:
-        raise InputError(
-            f"The 'capacity' of a meta-classifier must be one of {', '.join(CAPACITIES)}. "
-            f"Got {capacity!r}."
-        )
     return OneVsRestClassifier(est) if multilabel else est
+
+
+def _check_seed(random_state: int | None, where: str) -> int | None:
+    if random_state is None:
+        return None
+    return check_scalar(random_state, "random_state", where, kind=int, lo=0, hi=2**32 - 1)
 
 
 def delegation_features(features: ArrayLike, model_probs: ArrayLike) -> NDArray[np.float64]:
@@ -81,12 +94,9 @@ def delegation_features(features: ArrayLike, model_probs: ArrayLike) -> NDArray[
     The learned-to-defer surrogates need the model's output to learn their class heads; the
     human's output is never a feature (the delegator decides before asking the human).
     """
-    x = np.asarray(features, dtype=np.float64)
-    pm = np.asarray(model_probs, dtype=np.float64)
-    if x.ndim != 2 or pm.ndim != 2 or x.shape[0] != pm.shape[0]:
-        raise InputError(
-            f"delegation_features needs features (n, d) and model_probs (n, K). Got {x.shape}, {pm.shape}."
-        )
+    where = "delegation_features"
+    x = check_samples(features, "features", where, min_n=0)
+    pm = check_probs(model_probs, "model_probs", where, n_samples=x.shape[0])
     return np.concatenate([x, np.log(np.clip(pm, 1e-6, 1.0))], axis=1)
 
 
@@ -94,40 +104,33 @@ def team_probs(
     defer: ArrayLike, model_probs: ArrayLike, human_probs: ArrayLike
 ) -> NDArray[np.float64]:
     """The delegated team's probabilities: the human's row where ``defer``, else the model's."""
-    d = np.asarray(defer, dtype=bool)
-    pm = np.asarray(model_probs, dtype=np.float64)
-    ph = np.asarray(human_probs, dtype=np.float64)
-    if pm.shape != ph.shape or pm.ndim != 2 or d.shape != (pm.shape[0],):
-        raise InputError(
-            "team_probs needs defer (n,), model_probs (n, K) and human_probs (n, K). "
-            f"Got {d.shape}, {pm.shape}, {ph.shape}."
-        )
+    where = "team_probs"
+    pm = check_probs(model_probs, "model_probs", where)
+    ph = check_probs(human_probs, "human_probs", where, n_samples=pm.shape[0], n_classes=pm.shape[1])
+    d = _check_defer(defer, pm.shape[0], where)
     return np.where(d[:, None], ph, pm)
+
+
+def _check_defer(defer: ArrayLike, n: int, where: str) -> NDArray[np.bool_]:
+    d = as_float_array(defer, "defer", where, ndim=1, allow_bool=True)
+    if d.shape[0] != n or not np.all((d == 0) | (d == 1)):
+        raise InputError(
+            f"The 'defer' parameter of {where} must be {n} booleans (or 0/1), one per row. "
+            f"Got shape {d.shape}" + ("" if np.all((d == 0) | (d == 1)) else " with other values")
+            + "."
+        )
+    return d.astype(bool)
 
 
 def _check_fit_inputs(
     where: str, features: ArrayLike, model_probs: ArrayLike, human_labels: ArrayLike,
     labels: ArrayLike,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.intp], NDArray[np.intp]]:
-    x = np.asarray(features, dtype=np.float64)
-    pm = np.asarray(model_probs, dtype=np.float64)
-    if x.ndim != 2 or pm.ndim != 2 or x.shape[0] != pm.shape[0] or x.shape[0] < 2:
-        raise InputError(
-            f"{where} needs features (n, d) and model_probs (n, K) with the same n >= 2. "
-            f"Got {x.shape} and {pm.shape}."
-        )
-    k = pm.shape[1]
-    h = np.asarray(human_labels)
-    y = np.asarray(labels)
-    for name, arr in (("human_labels", h), ("labels", y)):
-        if arr.shape != (x.shape[0],) or arr.dtype.kind not in "iu" or np.any(arr < 0) or np.any(
-            arr >= k
-        ):
-            raise InputError(
-                f"The '{name}' parameter of {where} must be {x.shape[0]} integer labels in [0, {k})."
-            )
-    if not np.all(np.isfinite(x)):
-        raise InputError(f"The 'features' parameter of {where} must be finite.")
+    x = check_samples(features, "features", where, min_n=2)
+    pm = check_probs(model_probs, "model_probs", where, n_samples=x.shape[0])
+    n, k = pm.shape
+    h = check_labels(human_labels, "human_labels", where, n_samples=n, n_classes=k)
+    y = check_labels(labels, "labels", where, n_samples=n, n_classes=k)
     return x, pm, h.astype(np.intp), y.astype(np.intp)
 
 
@@ -138,7 +141,12 @@ class _LearnedDelegator:
         self.capacity = capacity
         self.random_state = random_state
 
-    def _standardise_fit(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+    def _check_settings(self, where: str) -> None:
+        check_choice(self.capacity, "capacity", CAPACITIES, where)
+        _check_seed(self.random_state, where)
+
+    def _standardise_fit(self, x: NDArray[np.float64], k: int) -> NDArray[np.float64]:
+        self.n_classes_ = k
         self.mean_ = x.mean(axis=0)
         self.scale_ = np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
         return (x - self.mean_) / self.scale_
@@ -148,12 +156,21 @@ class _LearnedDelegator:
             raise NotFittedError(
                 f"{type(self).__name__} needs fit(features, model_probs, human_labels, labels) first."
             )
-        x = np.asarray(features, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != self.mean_.size:
-            raise InputError(
-                f"{type(self).__name__} was fit on {self.mean_.size} features. Got shape {x.shape}."
-            )
+        x = check_samples(
+            features, "features", f"{type(self).__name__}.defer", n_features=self.mean_.size
+        )
         return (x - self.mean_) / self.scale_
+
+    def _inputs(
+        self, features: ArrayLike, model_probs: ArrayLike
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Standardised features and the model's probabilities, checked against each other."""
+        xs = self._standardise(features)
+        pm = check_probs(
+            model_probs, "model_probs", f"{type(self).__name__}.defer", n_samples=xs.shape[0],
+            n_classes=self.n_classes_,
+        )
+        return xs, pm
 
     def defer(self, features: ArrayLike, model_probs: ArrayLike) -> NDArray[np.bool_]:
         raise NotImplementedError
@@ -162,7 +179,8 @@ class _LearnedDelegator:
         self, features: ArrayLike, model_probs: ArrayLike, human_probs: ArrayLike
     ) -> NDArray[np.float64]:
         """The team's probabilities: the human's row where deferred, else the model's."""
-        return team_probs(self.defer(features, model_probs), model_probs, human_probs)
+        defer = self.defer(features, model_probs)
+        return team_probs(defer, model_probs, human_probs)
 
 
 class ConfidenceDelegator(_LearnedDelegator):
@@ -179,10 +197,11 @@ class ConfidenceDelegator(_LearnedDelegator):
         self, features: ArrayLike, model_probs: ArrayLike, human_labels: ArrayLike,
         labels: ArrayLike,
     ) -> ConfidenceDelegator:
-        x, _, h, y = _check_fit_inputs("ConfidenceDelegator.fit", features, model_probs,
-                                       human_labels, labels)
+        where = "ConfidenceDelegator.fit"
+        self._check_settings(where)
+        x, pm, h, y = _check_fit_inputs(where, features, model_probs, human_labels, labels)
         correct = (h == y).astype(np.int64)
-        xs = self._standardise_fit(x)
+        xs = self._standardise_fit(x, pm.shape[1])
         if correct.min() == correct.max():  # constant human: nothing to learn
             self.constant_ = float(correct[0])
             self.meta_ = None
@@ -198,7 +217,7 @@ class ConfidenceDelegator(_LearnedDelegator):
         return self.meta_.predict_proba(xs)[:, 1]
 
     def defer(self, features: ArrayLike, model_probs: ArrayLike) -> NDArray[np.bool_]:
-        pm = np.asarray(model_probs, dtype=np.float64)
+        _, pm = self._inputs(features, model_probs)
         return self.human_correct_proba(features) > pm.max(axis=1)
 
 
@@ -234,16 +253,15 @@ class L2DSurrogateDelegator(_LearnedDelegator):
         labels: ArrayLike,
     ) -> L2DSurrogateDelegator:
         where = "L2DSurrogateDelegator.fit"
+        self._check_settings(where)
+        check_scalar(self.alpha, "alpha", "L2DSurrogateDelegator", lo=0.0, closed="neither")
         x, pm, h, y = _check_fit_inputs(where, features, model_probs, human_labels, labels)
-        if not float(self.alpha) > 0.0:
-            raise InputError(f"The 'alpha' parameter of L2DSurrogateDelegator must be > 0. Got {self.alpha}.")
         k = pm.shape[1]
-        xs = self._standardise_fit(x)
+        xs = self._standardise_fit(x, k)
         right = h == y
         x_aug = np.concatenate([xs, xs[right]])
         t_aug = np.concatenate([y, np.full(int(right.sum()), k)])
         w_aug = np.concatenate([np.where(right, float(self.alpha), 1.0), np.ones(int(right.sum()))])
-        self.n_classes_ = k
         self.meta_ = make_meta_classifier(self.capacity, self.random_state)
         self.meta_.fit(x_aug, t_aug, sample_weight=w_aug)
         return self
@@ -256,6 +274,7 @@ class L2DSurrogateDelegator(_LearnedDelegator):
         return out
 
     def defer(self, features: ArrayLike, model_probs: ArrayLike) -> NDArray[np.bool_]:
+        self._inputs(features, model_probs)  # the model's rows must match (they are not used)
         g = self.scores(features)
         return g[:, -1] > g[:, :-1].max(axis=1)
 
@@ -276,10 +295,11 @@ class OneVsAllDelegator(_LearnedDelegator):
         self, features: ArrayLike, model_probs: ArrayLike, human_labels: ArrayLike,
         labels: ArrayLike,
     ) -> OneVsAllDelegator:
-        x, pm, h, y = _check_fit_inputs("OneVsAllDelegator.fit", features, model_probs,
-                                        human_labels, labels)
+        where = "OneVsAllDelegator.fit"
+        self._check_settings(where)
+        x, pm, h, y = _check_fit_inputs(where, features, model_probs, human_labels, labels)
         k = pm.shape[1]
-        xs = self._standardise_fit(x)
+        xs = self._standardise_fit(x, k)
         targets = np.zeros((x.shape[0], k + 1), dtype=np.int64)
         targets[np.arange(x.shape[0]), y] = 1
         targets[:, k] = h == y
@@ -288,7 +308,6 @@ class OneVsAllDelegator(_LearnedDelegator):
             j: float(targets[0, j]) for j in range(k + 1) if targets[:, j].min() == targets[:, j].max()
         }
         self.fit_cols_ = [j for j in range(k + 1) if j not in self.constant_cols_]
-        self.n_classes_ = k
         self.meta_ = make_meta_classifier(self.capacity, self.random_state, multilabel=True)
         self.meta_.fit(xs, targets[:, self.fit_cols_])
         return self
@@ -303,6 +322,7 @@ class OneVsAllDelegator(_LearnedDelegator):
         return out
 
     def defer(self, features: ArrayLike, model_probs: ArrayLike) -> NDArray[np.bool_]:
+        self._inputs(features, model_probs)  # the model's rows must match (they are not used)
         g = self.scores(features)
         return g[:, -1] > g[:, :-1].max(axis=1)
 
@@ -321,11 +341,18 @@ class OracleDelegator:
         return self
 
     def defer(self, human_correct_prob: ArrayLike, model_correct_prob: ArrayLike) -> NDArray[np.bool_]:
-        a = np.asarray(human_correct_prob, dtype=np.float64)
-        b = np.asarray(model_correct_prob, dtype=np.float64)
-        if a.shape != b.shape or a.ndim != 1:
+        where = "OracleDelegator.defer"
+        a = as_float_array(human_correct_prob, "human_correct_prob", where, ndim=1)
+        b = as_float_array(model_correct_prob, "model_correct_prob", where, ndim=1)
+        if a.shape != b.shape:
             raise InputError(
-                "OracleDelegator.defer needs two 1-D arrays of equal length. "
-                f"Got {a.shape} and {b.shape}."
+                f"The 'human_correct_prob' and 'model_correct_prob' parameters of {where} must "
+                f"have one length. Got {a.shape[0]} and {b.shape[0]}."
             )
+        for name, v in (("human_correct_prob", a), ("model_correct_prob", b)):
+            if np.any((v < 0) | (v > 1)):
+                raise InputError(
+                    f"The '{name}' parameter of {where} must be probabilities in [0, 1]. "
+                    f"Got values in [{v.min():.3g}, {v.max():.3g}]."
+                )
         return a > b

@@ -20,6 +20,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.validation import (
+    as_float_array,
+    check_choice,
+    check_labels,
+    check_probs,
+    check_samples,
+    check_scalar,
+)
 from trustlab.stats import bootstrap_ci, calibration_by_cell, reliability_diagram
 
 if TYPE_CHECKING:
@@ -39,20 +47,31 @@ __all__ = [
 
 
 def _as_prob_matrix(probs: ArrayLike, where: str, name: str = "probs") -> NDArray[np.float64]:
-    p = np.asarray(probs, dtype=np.float64)
-    if p.ndim != 2 or p.shape[0] == 0 or p.shape[1] < 2:
+    return check_probs(probs, name, where)
+
+
+def _cells(cells: ArrayLike, n: int, where: str) -> NDArray[Any]:
+    """One hashable, non-missing cell id per sample."""
+    if cells is None or isinstance(cells, str | bytes | dict | set):
         raise InputError(
-            f"The '{name}' parameter of {where} must be a non-empty (n, K) array with K >= 2. "
-            f"Got shape {p.shape}."
+            f"The 'cells' parameter of {where} must be one cell id per sample. "
+            f"Got {type(cells).__name__}."
         )
-    if not np.all(np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
-        raise InputError(f"The '{name}' parameter of {where} must lie in [0, 1] (no NaN).")
-    worst = float(np.max(np.abs(p.sum(axis=1) - 1.0)))
-    if worst > 1e-3:
+    if hasattr(cells, "detach"):
+        cells = cells.detach().cpu().numpy()
+    c = np.asarray(cells)
+    if c.ndim != 1 or c.shape[0] != n:
         raise InputError(
-            f"The rows of '{name}' in {where} must sum to 1. Worst row is off by {worst:.3g}."
+            f"The 'cells' parameter of {where} must be 1-D with {n} entries (one cell id per "
+            f"sample). Got shape {c.shape}."
         )
-    return p
+    if c.dtype.kind == "f" and not np.all(np.isfinite(c)):
+        raise InputError(f"The 'cells' parameter of {where} contains NaN or inf cell ids.")
+    if c.dtype.kind == "O" and any(v is None or (isinstance(v, float) and v != v) for v in c):
+        raise InputError(f"The 'cells' parameter of {where} contains missing (None/NaN) ids.")
+    if c.dtype.kind == "c":
+        raise InputError(f"The 'cells' parameter of {where} must not be complex.")
+    return c
 
 
 def labels_to_probs(
@@ -65,15 +84,16 @@ def labels_to_probs(
     predictor whose top-label confidence is exactly the stated one.
     """
     where = "labels_to_probs"
-    y = np.asarray(labels)
-    if y.ndim != 1 or y.size == 0 or y.dtype.kind not in "iu":
-        raise InputError(f"The 'labels' parameter of {where} must be a non-empty 1-D int array.")
-    if isinstance(n_classes, bool) or not isinstance(n_classes, int | np.integer) or n_classes < 2:
-        raise InputError(f"The 'n_classes' parameter of {where} must be an int >= 2. Got {n_classes}.")
-    if np.any((y < 0) | (y >= n_classes)):
-        raise InputError(f"The 'labels' parameter of {where} must be in [0, {n_classes}).")
-    conf = np.broadcast_to(np.asarray(confidences, dtype=np.float64), y.shape)
-    if np.any(~np.isfinite(conf)) or np.any(conf < 1.0 / n_classes) or np.any(conf > 1.0):
+    n_classes = check_scalar(n_classes, "n_classes", where, kind=int, lo=2)
+    y = check_labels(labels, "labels", where, n_classes=n_classes)
+    conf = as_float_array(confidences, "confidences", where, ndim=(0, 1))
+    if conf.ndim == 1 and conf.shape != y.shape:
+        raise InputError(
+            f"The 'confidences' parameter of {where} must be one number or {y.size} (one per "
+            f"label). Got {conf.shape[0]}."
+        )
+    conf = np.broadcast_to(conf, y.shape)
+    if np.any(conf < 1.0 / n_classes) or np.any(conf > 1.0):
         raise InputError(
             f"The 'confidences' parameter of {where} must lie in [1/K, 1] = "
             f"[{1.0 / n_classes:.3g}, 1] so the label stays the top class."
@@ -88,14 +108,11 @@ def labels_to_probs(
 
 def function_cells(fn: Callable[[NDArray[Any]], ArrayLike], features: ArrayLike) -> NDArray[Any]:
     """Cells from a user function of the features (one hashable id per row)."""
-    x = np.asarray(features)
-    cells = np.asarray(fn(x))
-    if cells.ndim != 1 or cells.shape[0] != x.shape[0]:
-        raise InputError(
-            f"The partition function must return one cell id per row ({x.shape[0]}). "
-            f"Got shape {cells.shape}."
-        )
-    return cells
+    where = "function_cells"
+    if not callable(fn):
+        raise InputError(f"The 'fn' parameter of {where} must be callable. Got {type(fn).__name__}.")
+    x = check_samples(features, "features", where)
+    return _cells(fn(x), x.shape[0], f"{where} (the partition function's output)")
 
 
 def confidence_class_cells(probs: ArrayLike, n_bins: int = 3) -> NDArray[np.int64]:
@@ -106,8 +123,7 @@ def confidence_class_cells(probs: ArrayLike, n_bins: int = 3) -> NDArray[np.int6
     """
     where = "confidence_class_cells"
     p = _as_prob_matrix(probs, where)
-    if isinstance(n_bins, bool) or not isinstance(n_bins, int | np.integer) or n_bins < 1:
-        raise InputError(f"The 'n_bins' parameter of {where} must be an integer >= 1. Got {n_bins}.")
+    n_bins = check_scalar(n_bins, "n_bins", where, kind=int, lo=1)
     k = p.shape[1]
     pred = np.argmax(p, axis=1)
     conf = p[np.arange(p.shape[0]), pred]
@@ -134,23 +150,23 @@ class KMeansPartition:
     def fit(self, features: ArrayLike) -> KMeansPartition:
         from sklearn.cluster import KMeans
 
-        if isinstance(self.n_cells, bool) or not isinstance(self.n_cells, int) or self.n_cells < 1:
-            raise InputError(
-                f"The 'n_cells' parameter of KMeansPartition must be an int >= 1. Got {self.n_cells}."
-            )
-        x = np.asarray(features, dtype=np.float64)
-        if x.ndim != 2 or x.shape[0] < self.n_cells:
-            raise InputError(
-                f"KMeansPartition.fit needs a 2-D feature array with at least n_cells={self.n_cells} "
-                f"rows. Got shape {x.shape}."
-            )
-        self.kmeans_ = KMeans(self.n_cells, n_init=4, random_state=self.random_state).fit(x)
+        where = "KMeansPartition.fit"
+        n_cells = check_scalar(self.n_cells, "n_cells", "KMeansPartition", kind=int, lo=1)
+        seed = self.random_state
+        if seed is not None:
+            seed = check_scalar(seed, "random_state", "KMeansPartition", kind=int, lo=0, hi=2**32 - 1)
+        x = check_samples(features, "features", where, min_n=n_cells)
+        self.kmeans_ = KMeans(n_cells, n_init=4, random_state=seed).fit(x)
         return self
 
     def assign(self, features: ArrayLike) -> NDArray[np.int64]:
         if not hasattr(self, "kmeans_"):
             raise NotFittedError("KMeansPartition.assign needs fit(features) first.")
-        return self.kmeans_.predict(np.asarray(features, dtype=np.float64)).astype(np.int64)
+        x = check_samples(
+            features, "features", "KMeansPartition.assign",
+            n_features=self.kmeans_.cluster_centers_.shape[1],
+        )
+        return self.kmeans_.predict(x).astype(np.int64)
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -172,6 +188,15 @@ class PartitionCalibration:
     min_count: int
 
 
+def _cell_codes(cells: NDArray[Any]) -> NDArray[np.intp]:
+    import pandas as pd
+
+    try:
+        return pd.factorize(cells, sort=True)[0]
+    except TypeError:  # ids that cannot be ordered
+        return pd.factorize(cells, sort=False)[0]
+
+
 def _cell_summary(table: pd.DataFrame, min_count: int) -> tuple[float, float]:
     big = table[table["n"] >= min_count]
     if big.empty:
@@ -189,10 +214,14 @@ def partition_calibration(
     min_count: int = 30,
 ) -> PartitionCalibration:
     """Per-cell top-label calibration, its size-weighted mean and its worst cell."""
-    p = _as_prob_matrix(probs, "partition_calibration")
-    table = calibration_by_cell(p, labels, cells, n_bins=n_bins)
+    where = "partition_calibration"
+    p = _as_prob_matrix(probs, where)
+    y = check_labels(labels, "labels", where, n_samples=p.shape[0], n_classes=p.shape[1])
+    c = _cells(cells, p.shape[0], where)
+    n_bins = check_scalar(n_bins, "n_bins", where, kind=int, lo=1)
+    min_count = check_scalar(min_count, "min_count", where, kind=int, lo=1)
+    table = calibration_by_cell(p, y, c, n_bins=n_bins)
     mean, worst = _cell_summary(table, min_count)
-    y = np.asarray(labels)
     return PartitionCalibration(
         table=table,
         mean_cell_ece=mean,
@@ -219,14 +248,13 @@ def partition_calibration_ci(
     Samples (rows) are resampled jointly with their labels and cells; ``statistic`` is
     ``"mean_cell_ece"`` or ``"worst_cell_ece"``.
     """
-    if statistic not in ("mean_cell_ece", "worst_cell_ece"):
-        raise InputError(
-            "The 'statistic' parameter of partition_calibration_ci must be 'mean_cell_ece' or "
-            f"'worst_cell_ece'. Got {statistic!r}."
-        )
-    p = _as_prob_matrix(probs, "partition_calibration_ci")
-    y = np.asarray(labels)
-    c_codes = np.unique(np.asarray(cells), return_inverse=True)[1].ravel()
+    where = "partition_calibration_ci"
+    check_choice(statistic, "statistic", ("mean_cell_ece", "worst_cell_ece"), where)
+    p = _as_prob_matrix(probs, where)
+    y = check_labels(labels, "labels", where, n_samples=p.shape[0], n_classes=p.shape[1])
+    n_bins = check_scalar(n_bins, "n_bins", where, kind=int, lo=1)
+    min_count = check_scalar(min_count, "min_count", where, kind=int, lo=1)
+    c_codes = _cell_codes(_cells(cells, p.shape[0], where))
 
     def stat(idx: NDArray[np.intp]) -> float:
         table = calibration_by_cell(p[idx], y[idx], c_codes[idx], n_bins=n_bins)
@@ -252,9 +280,12 @@ def reliability_diagrams_by_cell(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    p = _as_prob_matrix(probs, "reliability_diagrams_by_cell")
-    y = np.asarray(labels)
-    c = np.asarray(cells)
+    where = "reliability_diagrams_by_cell"
+    p = _as_prob_matrix(probs, where)
+    y = check_labels(labels, "labels", where, n_samples=p.shape[0], n_classes=p.shape[1])
+    c = _cells(cells, p.shape[0], where)
+    n_bins = check_scalar(n_bins, "n_bins", where, kind=int, lo=1)
+    max_cells = check_scalar(max_cells, "max_cells", where, kind=int, lo=1)
     ids, counts = np.unique(c, return_counts=True)
     order = np.argsort(-counts, kind="stable")[:max_cells]
     chosen = ids[order]

@@ -31,7 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy.special import softmax
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 from trustlab.methods.teaming.partitions import labels_to_probs
+from trustlab.stats import check_random_state
 
 __all__ = ["SyntheticTeam", "TeamingData", "make_teaming_data"]
 
@@ -53,6 +55,15 @@ class TeamingData:
     human_correct_prob: NDArray[np.float64]
     model_correct_prob: NDArray[np.float64]
 
+    def __post_init__(self) -> None:
+        n = len(self.labels)
+        bad = [k for k in self.__dataclass_fields__ if len(getattr(self, k)) != n]
+        if bad:
+            raise InputError(
+                f"Every array of a TeamingData must have one row per point ({n}); "
+                f"{', '.join(bad)} differ."
+            )
+
     @property
     def n(self) -> int:
         return int(self.labels.size)
@@ -66,11 +77,14 @@ class TeamingData:
         return TeamingData(**{k: getattr(self, k)[idx] for k in self.__dataclass_fields__})
 
 
-def _check_prob(name: str, value: float, lo: float, hi: float) -> None:
-    if not lo <= value <= hi:
+def _pair(value: object, name: str, lo: float, hi: float) -> tuple[float, float]:
+    """A (light, dark) pair of numbers in [lo, hi]."""
+    where = "make_teaming_data"
+    if not isinstance(value, tuple | list | np.ndarray) or len(value) != 2:
         raise InputError(
-            f"The '{name}' parameter of make_teaming_data must be in [{lo:.3g}, {hi:.3g}]. Got {value}."
+            f"The '{name}' parameter of {where} must be a pair (light, dark). Got {value!r}."
         )
+    return tuple(check_scalar(v, name, where, lo=lo, hi=hi) for v in value)  # type: ignore[return-value]
 
 
 def make_teaming_data(
@@ -109,28 +123,20 @@ def make_teaming_data(
     rng:
         numpy Generator or seed.
     """
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 2:
-        raise InputError(f"The 'n' parameter of make_teaming_data must be an int >= 2. Got {n}.")
-    if not isinstance(n_classes, int | np.integer) or n_classes < 2:
-        raise InputError(f"The 'n_classes' parameter of make_teaming_data must be >= 2. Got {n_classes}.")
-    if not isinstance(grid, int | np.integer) or grid < 1:
-        raise InputError(f"The 'grid' parameter of make_teaming_data must be >= 1. Got {grid}.")
-    if not isinstance(n_noise_features, int | np.integer) or n_noise_features < 0:
-        raise InputError(
-            f"The 'n_noise_features' parameter of make_teaming_data must be >= 0. Got {n_noise_features}."
-        )
-    for a in human_accuracy:
-        _check_prob("human_accuracy", a, 1.0 / n_classes, 1.0)
-    for mu in model_strength:
-        if not 0.0 <= mu < 50.0:
-            raise InputError(
-                f"The 'model_strength' parameter of make_teaming_data must be in [0, 50). Got {mu}."
-            )
-    if not model_temperature > 0:
-        raise InputError(
-            f"The 'model_temperature' parameter of make_teaming_data must be > 0. Got {model_temperature}."
-        )
-    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    where = "make_teaming_data"
+    n = check_scalar(n, "n", where, kind=int, lo=2)
+    n_classes = check_scalar(n_classes, "n_classes", where, kind=int, lo=2)
+    grid = check_scalar(grid, "grid", where, kind=int, lo=1)
+    n_noise_features = check_scalar(n_noise_features, "n_noise_features", where, kind=int, lo=0)
+    human_accuracy = _pair(human_accuracy, "human_accuracy", 1.0 / n_classes, 1.0)
+    model_strength = _pair(model_strength, "model_strength", 0.0, 50.0)
+    human_overconfidence = check_scalar(
+        human_overconfidence, "human_overconfidence", where, lo=-1.0, hi=1.0
+    )
+    model_temperature = check_scalar(
+        model_temperature, "model_temperature", where, lo=0.0, closed="neither"
+    )
+    gen = check_random_state(rng, "rng", where)
     k = int(n_classes)
 
     x = gen.uniform(0.0, 1.0, size=(n, 2 + int(n_noise_features)))
