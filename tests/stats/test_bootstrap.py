@@ -116,7 +116,7 @@ def test_batching_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> No
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"n_resamples": 1}, "'n_resamples' parameter of bootstrap_ci must be an integer >= 2"),
+        ({"n_resamples": 1}, r"'n_resamples' parameter of bootstrap_ci must be in \[2, inf\]"),
         (
             {"confidence_level": 1.5},
             r"'confidence_level' parameter of bootstrap_ci must be in \(0, 1\)",
