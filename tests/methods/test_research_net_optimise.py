@@ -216,8 +216,8 @@ def test_attention_graph_symmetrises_and_thresholds():
 def test_experiment_runs_and_reports_the_four_findings(tmp_path):
     result = run_experiment(
         "research-net", quick=True, seed=3, out_dir=tmp_path,
-        overrides={"sizes": [16], "n_steps": 60, "formulations": ["one_hop", "diffusion"],
-                   "n_random_restarts": 3, "n_null": 2},
+        overrides={"sizes": [16], "formulations": ["one_hop", "diffusion"], "n_null": 2,
+                   "optimiser": {"n_steps": 60, "n_restarts": 3}},
     )
     data = json.loads(result.report_path.read_text())
     findings = {(row[0][: row[0].index(" ")], row[1]): row[2]

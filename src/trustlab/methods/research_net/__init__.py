@@ -35,7 +35,7 @@ from trustlab.methods.research_net.model import (
     katz_bonacich,
     katz_bonacich_iterative,
 )
-from trustlab.methods.research_net.optimise import NetworkOptimiser, Restart
+from trustlab.methods.research_net.optimise import NetworkOptimiser, OptimiserSettings, Restart
 
 __all__ = [
     "FIXED_TOPOLOGIES",
@@ -44,6 +44,7 @@ __all__ = [
     "Formulation",
     "NetworkOptimiser",
     "NetworkStats",
+    "OptimiserSettings",
     "ResearchModel",
     "Restart",
     "Roles",

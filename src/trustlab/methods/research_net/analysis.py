@@ -22,7 +22,8 @@ from scipy import stats as sps
 from scipy.sparse import csgraph
 
 from trustlab.core.errors import InputError
-from trustlab.methods.research_net.budget import Budget
+from trustlab.core.validation import as_float_array, check_scalar
+from trustlab.methods.research_net.budget import Budget, check_graph_nodes
 
 __all__ = [
     "NetworkStats",
@@ -40,10 +41,12 @@ BIMODAL_THRESHOLD = 5.0 / 9.0
 def bimodality_coefficient(x: ArrayLike) -> float:
     """Sarle's bimodality coefficient (bias-corrected moments); nan for fewer than 4 values or
     no spread."""
-    v = np.asarray(x, dtype=float)
+    v = as_float_array(x, "x", "bimodality_coefficient", ndim=1, allow_empty=True)
     n = v.size
     if n < 4 or np.ptp(v) <= 1e-12 * max(1.0, np.abs(v).max()):
         return float("nan")
+    v = v / np.abs(v).max()  # the moments' ratios are scale-free; this keeps their powers finite
+    v = (v - v.mean()) / v.std()
     skew = sps.skew(v, bias=False)
     kurt = sps.kurtosis(v, bias=False)  # excess
     return float((skew**2 + 1.0) / (kurt + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3))))
@@ -69,9 +72,14 @@ class Roles:
 
 def split_roles(r: ArrayLike) -> Roles:
     """Split agents into researchers and learners by own-research share ``r``."""
-    v = np.asarray(r, dtype=float)
-    if v.ndim != 1 or v.size < 2:
-        raise InputError(f"split_roles needs a 1-d array of at least 2 shares. Got shape {v.shape}.")
+    v = as_float_array(r, "r", "split_roles", ndim=1)
+    if v.size < 2:
+        raise InputError(f"The 'r' parameter of split_roles needs at least 2 shares. Got {v.size}.")
+    if v.min() < 0 or v.max() > 1:
+        raise InputError(
+            "The 'r' parameter of split_roles must hold own-research shares in [0, 1]. Got values "
+            f"in [{v.min():.4g}, {v.max():.4g}]."
+        )
     order = np.argsort(v, kind="stable")
     s = v[order]
     n = s.size
@@ -95,6 +103,14 @@ def split_roles(r: ArrayLike) -> Roles:
 def attention_graph(budget: Budget, threshold: float) -> nx.Graph:
     """Undirected graph of links with ``s_ij = w_ij + w_ji >= threshold`` (weight ``s``,
     distance ``1/s``)."""
+    where = "attention_graph"
+    if not isinstance(budget, Budget) or budget.r.ndim != 1:
+        raise InputError(
+            f"The 'budget' parameter of {where} must be one (unbatched) Budget. "
+            f"Got {type(budget).__name__}" + (f" with r of shape {tuple(budget.r.shape)}"
+                                              if isinstance(budget, Budget) else "") + "."
+        )
+    threshold = check_scalar(threshold, "threshold", where, lo=0.0, closed="neither")
     _, w = budget.to_numpy()
     n = budget.support.n
     sym: dict[tuple[int, int], float] = {}
@@ -122,7 +138,10 @@ class NetworkStats:
 
 
 def network_stats(graph: nx.Graph) -> NetworkStats:
-    """Path lengths (over connected pairs) and clustering of an undirected weighted graph."""
+    """Path lengths (over connected pairs) and clustering of an undirected weighted graph
+    on nodes ``0..n-1`` (edge attributes ``weight`` and ``distance``, as ``attention_graph``
+    gives; a missing attribute counts as 1)."""
+    _check_weighted(graph, "network_stats")
     n = graph.number_of_nodes()
     m = graph.number_of_edges()
     # all-pairs shortest paths by scipy's Dijkstra on the networkx adjacency (same answer as
@@ -150,8 +169,15 @@ def network_stats(graph: nx.Graph) -> NetworkStats:
 
 def null_network_stats(graph: nx.Graph, n_samples: int, rng: np.random.Generator) -> NetworkStats:
     """Mean stats of density-matched random graphs (G(n, m), the same weights shuffled)."""
-    if n_samples < 1:
-        raise InputError(f"null_network_stats needs n_samples >= 1. Got {n_samples}.")
+    where = "null_network_stats"
+    _check_weighted(graph, where)
+    n_samples = check_scalar(n_samples, "n_samples", where, kind=int, lo=1)
+    if not isinstance(rng, np.random.Generator):
+        raise InputError(
+            f"The 'rng' parameter of {where} must be a numpy Generator. Got {type(rng).__name__}."
+        )
+    if any("weight" not in d for _, _, d in graph.edges(data=True)):
+        raise InputError(f"The 'graph' of {where} needs a 'weight' on every edge (to shuffle).")
     n, m = graph.number_of_nodes(), graph.number_of_edges()
     weights = np.array([d["weight"] for _, _, d in graph.edges(data=True)], dtype=float)
     samples = []
@@ -166,3 +192,18 @@ def null_network_stats(graph: nx.Graph, n_samples: int, rng: np.random.Generator
     return NetworkStats(
         **{f: float(np.nanmean([getattr(s, f) for s in samples])) for f in fields}  # type: ignore[arg-type]
     )
+
+
+def _check_weighted(graph: object, where: str) -> None:
+    check_graph_nodes(graph, None, where)
+    if graph.is_directed():  # type: ignore[attr-defined]
+        raise InputError(f"The 'graph' parameter of {where} must be undirected (attention_graph).")
+    for _, _, d in graph.edges(data=True):  # type: ignore[attr-defined]
+        for key in ("weight", "distance"):
+            value = d.get(key, 1.0)
+            if isinstance(value, bool) or not isinstance(value, int | float | np.number) \
+                    or not np.isfinite(value) or value <= 0:
+                raise InputError(
+                    f"The 'graph' of {where} must have finite positive edge '{key}' values. "
+                    f"Got {value!r}."
+                )

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import as_float_array, check_choice, check_scalar
 from trustlab.methods.research_net.budget import Budget, Support, budget_from_graph
 from trustlab.methods.research_net.model import ResearchModel
 
@@ -29,9 +30,15 @@ def fixed_topology(name: str, n: int, rng: np.random.Generator, n_edges: int = 0
     ``scale_free`` (Barabasi-Albert, m=2); ``star`` (node 0 is the hub); ``random``
     (G(n, m) with ``m = n_edges`` undirected edges, for a density-matched comparison).
     """
+    where = "fixed_topology"
+    check_choice(name, "name", (*FIXED_TOPOLOGIES, "random"), where)
+    n = check_scalar(n, "n", where, kind=int, lo=3)
+    n_edges = check_scalar(n_edges, "n_edges", where, kind=int, lo=0)
+    if not isinstance(rng, np.random.Generator):
+        raise InputError(
+            f"The 'rng' parameter of {where} must be a numpy Generator. Got {type(rng).__name__}."
+        )
     seed = int(rng.integers(0, 2**31 - 1))
-    if n < 3:
-        raise InputError(f"Fixed topologies need n >= 3 agents. Got {n}.")
     if name == "complete":
         return nx.complete_graph(n)
     if name == "ring":
@@ -45,9 +52,7 @@ def fixed_topology(name: str, n: int, rng: np.random.Generator, n_edges: int = 0
     if name == "random":
         m = int(np.clip(n_edges, 1, n * (n - 1) // 2))
         return nx.gnm_random_graph(n, m, seed=seed)
-    raise InputError(
-        f"Unknown topology {name!r}; use one of {(*FIXED_TOPOLOGIES, 'random')}."
-    )
+    raise AssertionError(name)  # unreachable: check_choice above
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,17 @@ def best_fixed(
     model: ResearchModel, graph: nx.Graph, name: str, support: Support, r0_grid: np.ndarray
 ) -> FixedResult:
     """Evaluate ``graph`` for every ``r0`` in the grid (batched) and keep the best."""
-    if len(r0_grid) == 0:
-        raise InputError("The r0 grid of best_fixed must not be empty.")
+    where = "best_fixed"
+    if not isinstance(model, ResearchModel):
+        raise InputError(
+            f"The 'model' parameter of {where} must be a ResearchModel. Got {type(model).__name__}."
+        )
+    r0_grid = as_float_array(r0_grid, "r0_grid", where, ndim=1)
+    if r0_grid.min() < 0 or r0_grid.max() > 1:
+        raise InputError(
+            f"The 'r0_grid' parameter of {where} must lie in [0, 1] (own-research shares). Got "
+            f"values in [{r0_grid.min():.4g}, {r0_grid.max():.4g}]."
+        )
     budgets = [budget_from_graph(graph, float(r0), support) for r0 in r0_grid]
     r = torch.stack([b.r for b in budgets])
     w = torch.stack([b.w for b in budgets])

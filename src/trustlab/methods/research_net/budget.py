@@ -24,6 +24,7 @@ import torch
 from numpy.typing import NDArray
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import as_float_array, check_scalar
 
 __all__ = [
     "Budget",
@@ -34,6 +35,72 @@ __all__ = [
 ]
 
 DTYPE = torch.float64
+
+#: How far a budget row may sum from 1, or a share fall below 0, and still count as feasible.
+FEASIBLE_ATOL = 1e-6
+
+
+def as_float_tensor(value: object, name: str, where: str) -> torch.Tensor:
+    """A finite floating tensor: tensors are kept as they are (their autograd graph too);
+    numpy arrays, lists and tuples are converted to float64; anything else is an error."""
+    if isinstance(value, torch.Tensor):
+        if not value.is_floating_point():
+            raise InputError(
+                f"The '{name}' parameter of {where} must be a floating-point tensor. "
+                f"Got dtype {value.dtype}."
+            )
+        if not bool(torch.isfinite(value.detach()).all()):
+            raise InputError(f"The '{name}' parameter of {where} must be finite. Got NaN or inf.")
+        return value
+    arr = as_float_array(value, name, where, allow_empty=True)
+    return torch.as_tensor(arr, dtype=DTYPE)
+
+
+def _index_tensor(value: object, name: str, where: str) -> torch.Tensor:
+    """Agent indices as a 1-d int64 tensor (integer tensors, arrays or lists; no floats/bools)."""
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+            raise InputError(
+                f"The '{name}' parameter of {where} must hold integer agent indices. "
+                f"Got dtype {value.dtype}."
+            )
+        out = value.to(torch.int64)
+    else:
+        arr = np.asarray(value) if isinstance(value, np.ndarray | list | tuple | range) else None
+        if arr is None or (arr.size and arr.dtype.kind not in "iu"):
+            raise InputError(
+                f"The '{name}' parameter of {where} must hold integer agent indices. "
+                f"Got {type(value).__name__}"
+                + (f" of dtype {arr.dtype}" if arr is not None else "") + "."
+            )
+        out = torch.as_tensor(arr.astype(np.int64))
+    if out.ndim != 1:
+        raise InputError(f"The '{name}' parameter of {where} must be 1-d. Got shape {tuple(out.shape)}.")
+    return out
+
+
+def check_graph_nodes(graph: object, n: int | None, where: str) -> int:
+    """A networkx graph whose nodes are the agent indices ``0..n-1``; returns ``n``.
+
+    Node names such as strings, or labels from 1, are not guessed into indices: the error says
+    how to relabel (``networkx.convert_node_labels_to_integers``).
+    """
+    if not isinstance(graph, nx.Graph):
+        raise InputError(
+            f"The 'graph' parameter of {where} must be a networkx graph. Got {type(graph).__name__}."
+        )
+    nodes = list(graph.nodes)
+    size = len(nodes) if n is None else n
+    bad = [v for v in nodes if isinstance(v, bool) or not isinstance(v, int | np.integer)
+           or not 0 <= int(v) < size]
+    if bad:
+        shown = ", ".join(repr(v) for v in bad[:3])
+        raise InputError(
+            f"The 'graph' parameter of {where} must label its nodes with the agent indices "
+            f"0..{size - 1}. Got node(s) {shown}; relabel with "
+            "networkx.convert_node_labels_to_integers(graph, ordering='sorted')."
+        )
+    return size
 
 
 @dataclass(frozen=True)
@@ -49,13 +116,22 @@ class Support:
     dst: torch.Tensor
 
     def __post_init__(self) -> None:
-        if self.n < 1:
-            raise InputError(f"A Support needs at least one agent. Got n={self.n}.")
-        if self.src.shape != self.dst.shape or self.src.ndim != 1:
-            raise InputError("The 'src' and 'dst' of a Support must be 1-d and of equal length.")
+        object.__setattr__(self, "n", check_scalar(self.n, "n", "Support", kind=int, lo=1))
+        object.__setattr__(self, "src", _index_tensor(self.src, "src", "Support"))
+        object.__setattr__(self, "dst", _index_tensor(self.dst, "dst", "Support"))
+        if self.src.shape != self.dst.shape:
+            raise InputError(
+                "The 'src' and 'dst' of a Support must have equal length. "
+                f"Got {self.src.numel()} and {self.dst.numel()}."
+            )
         if self.src.numel():
-            if int(self.src.min()) < 0 or int(max(self.src.max(), self.dst.max())) >= self.n:
-                raise InputError(f"Support links must join agents in [0, {self.n}).")
+            low = min(int(self.src.min()), int(self.dst.min()))
+            high = max(int(self.src.max()), int(self.dst.max()))
+            if low < 0 or high >= self.n:
+                raise InputError(
+                    f"Support links must join agents in [0, {self.n}). Got indices from {low} to "
+                    f"{high}."
+                )
             if bool((self.src == self.dst).any()):
                 raise InputError("A Support must not hold self-loops; own research is r_i.")
             keys = self.src * self.n + self.dst
@@ -69,8 +145,7 @@ class Support:
     @classmethod
     def complete(cls, n: int) -> Support:
         """Every agent may attend to every other agent (the dense case)."""
-        if n < 1:
-            raise InputError(f"The 'n' parameter of Support.complete must be >= 1. Got {n}.")
+        n = check_scalar(n, "n", "Support.complete", kind=int, lo=1)
         idx = torch.arange(n)
         src = idx.repeat_interleave(n)
         dst = idx.repeat(n)
@@ -79,8 +154,14 @@ class Support:
 
     @classmethod
     def from_graph(cls, graph: nx.Graph, n: int | None = None) -> Support:
-        """Links of a networkx graph on nodes ``0..n-1``; an undirected edge gives both links."""
-        n = graph.number_of_nodes() if n is None else n
+        """Links of a networkx graph on nodes ``0..n-1``; an undirected edge gives both links.
+
+        ``n`` (default: the graph's number of nodes) may exceed the graph to add isolated
+        agents; nodes must be the integers ``0..n-1`` (see ``check_graph_nodes``).
+        """
+        if n is not None:
+            n = check_scalar(n, "n", "Support.from_graph", kind=int, lo=1)
+        n = check_graph_nodes(graph, n, "Support.from_graph")
         pairs = set()
         for u, v in graph.edges():
             if u == v:
@@ -96,6 +177,13 @@ class Support:
     @classmethod
     def random_sparse(cls, n: int, k: int, rng: np.random.Generator) -> Support:
         """Each agent may attend to ``k`` distinct others drawn uniformly (for large ``n``)."""
+        where = "Support.random_sparse"
+        n = check_scalar(n, "n", where, kind=int, lo=2)
+        k = check_scalar(k, "k", where, kind=int, lo=1)
+        if not isinstance(rng, np.random.Generator):
+            raise InputError(
+                f"The 'rng' parameter of {where} must be a numpy Generator. Got {type(rng).__name__}."
+            )
         if not 1 <= k < n:
             raise InputError(f"The 'k' parameter of Support.random_sparse must be in [1, n). Got {k}.")
         # k draws without replacement from the n-1 others, vectorised via argpartition of noise
@@ -114,6 +202,51 @@ class Budget:
     support: Support
     r: torch.Tensor
     w: torch.Tensor
+
+    def __post_init__(self) -> None:
+        where = "Budget"
+        if not isinstance(self.support, Support):
+            raise InputError(
+                f"The 'support' parameter of {where} must be a Support. "
+                f"Got {type(self.support).__name__}."
+            )
+        r = as_float_tensor(self.r, "r", where)
+        w = as_float_tensor(self.w, "w", where)
+        if r.ndim < 1 or r.shape[-1] != self.support.n:
+            raise InputError(
+                f"The 'r' parameter of {where} must have last dimension n={self.support.n} (one "
+                f"share per agent). Got shape {tuple(r.shape)}."
+            )
+        if w.ndim < 1 or w.shape[-1] != self.support.n_edges:
+            raise InputError(
+                f"The 'w' parameter of {where} must have last dimension E={self.support.n_edges} "
+                f"(one share per link of the support). Got shape {tuple(w.shape)}."
+            )
+        if r.shape[:-1] != w.shape[:-1]:
+            raise InputError(
+                f"The 'r' and 'w' of a {where} must share their batch dimensions. "
+                f"Got shapes {tuple(r.shape)} and {tuple(w.shape)}."
+            )
+        object.__setattr__(self, "r", r)
+        object.__setattr__(self, "w", w)
+
+    def check_feasible(self, where: str, atol: float = FEASIBLE_ATOL) -> Budget:
+        """Raise unless every share is >= 0 and every agent's row sums to 1 (within ``atol``)."""
+        low = min(float(self.r.detach().min()) if self.r.numel() else 0.0,
+                  float(self.w.detach().min()) if self.w.numel() else 0.0)
+        if low < -atol:
+            raise InputError(
+                f"The budget given to {where} must have shares >= 0. Got a share of {low:.3g}."
+            )
+        off = (self.row_sums().detach() - 1.0).abs()
+        if off.numel() and float(off.max()) > atol:
+            agent = int(off.reshape(-1, self.support.n).max(0).values.argmax())
+            raise InputError(
+                f"The budget given to {where} must give every agent r_i + sum_j w_ij = 1 (within "
+                f"{atol:g}). Got a row off by {float(off.max()):.3g} (agent {agent}); an "
+                "infeasible budget is not a configuration of the model."
+            )
+        return self
 
     def row_sums(self) -> torch.Tensor:
         """``r_i + sum_j w_ij`` for every agent (1 up to rounding)."""
@@ -146,10 +279,30 @@ class Budget:
         return graph
 
 
+def _params(
+    p_self: object, p_edge: object, support: Support, where: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if not isinstance(support, Support):
+        raise InputError(
+            f"The 'support' parameter of {where} must be a Support. Got {type(support).__name__}."
+        )
+    a = as_float_tensor(p_self, "self parameters", where)
+    b = as_float_tensor(p_edge, "edge parameters", where)
+    if a.ndim < 1 or a.shape[-1] != support.n or b.ndim < 1 or b.shape[-1] != support.n_edges \
+            or a.shape[:-1] != b.shape[:-1]:
+        raise InputError(
+            f"{where} needs self parameters (..., n={support.n}) and edge parameters "
+            f"(..., E={support.n_edges}) with the same batch dimensions. "
+            f"Got shapes {tuple(a.shape)} and {tuple(b.shape)}."
+        )
+    return a, b
+
+
 def softmax_budget(
     theta_self: torch.Tensor, theta_edge: torch.Tensor, support: Support
 ) -> Budget:
     """Row-wise softmax of ``(theta_self_i, theta_ij for j in support(i))`` onto the simplex."""
+    theta_self, theta_edge = _params(theta_self, theta_edge, support, "softmax_budget")
     src = support.src
     with torch.no_grad():  # a shift for stability only; the softmax does not depend on it
         shift = theta_self.scatter_reduce(
@@ -170,6 +323,8 @@ def project_budget(
     then computed exactly from the support it identifies, so rows sum to 1 up to rounding.
     Not differentiable by design (used as the projection step of projected gradient ascent).
     """
+    x_self, x_edge = _params(x_self, x_edge, support, "project_budget")
+    iters = check_scalar(iters, "iters", "project_budget", kind=int, lo=1)
     src = support.src
     with torch.no_grad():
         x_self = x_self.detach().to(DTYPE)
@@ -204,12 +359,23 @@ def budget_from_graph(graph: nx.Graph, r0: float, support: Support | None = None
     """A fixed configuration: every agent researches ``r0`` and splits ``1 - r0`` equally over
     its neighbours in ``graph`` (an isolated agent researches everything).
 
-    With ``support`` given (e.g. the complete one), links outside ``graph`` get attention 0.
+    With ``support`` given (e.g. the complete one), links outside ``graph`` get attention 0; the
+    graph must have the support's agents as nodes and only links the support holds.
     """
-    if not 0.0 <= r0 <= 1.0:
-        raise InputError(f"The 'r0' parameter of budget_from_graph must be in [0, 1]. Got {r0}.")
-    n = graph.number_of_nodes()
-    support = Support.from_graph(graph, n) if support is None else support
+    where = "budget_from_graph"
+    r0 = check_scalar(r0, "r0", where, lo=0.0, hi=1.0)
+    if support is None:
+        support = Support.from_graph(graph)
+    elif not isinstance(support, Support):
+        raise InputError(
+            f"The 'support' parameter of {where} must be a Support. Got {type(support).__name__}."
+        )
+    n = check_graph_nodes(graph, support.n, where)
+    if graph.number_of_nodes() != n:
+        raise InputError(
+            f"The 'graph' of {where} must have one node per agent of the support ({n}). "
+            f"Got {graph.number_of_nodes()} nodes."
+        )
     src, dst = support.src.numpy(), support.dst.numpy()
     undirected = not graph.is_directed()
     in_graph = np.array(
@@ -217,6 +383,14 @@ def budget_from_graph(graph: nx.Graph, r0: float, support: Support | None = None
          for a, b in zip(src, dst, strict=True)],
         dtype=bool,
     )
+    links = {(int(u), int(v)) for u, v in graph.edges() if u != v}
+    if undirected:
+        links |= {(v, u) for u, v in links}
+    if int(in_graph.sum()) != len(links):
+        raise InputError(
+            f"The 'graph' of {where} has {len(links) - int(in_graph.sum())} link(s) that the "
+            "support does not hold; use a support that contains the graph (e.g. Support.complete)."
+        )
     degree = np.bincount(src[in_graph], minlength=n).astype(float)
     r = np.where(degree > 0, r0, 1.0)
     share = np.where(degree > 0, (1.0 - r0) / np.maximum(degree, 1.0), 0.0)

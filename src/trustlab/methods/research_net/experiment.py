@@ -8,7 +8,8 @@ fixed topology), a density-matched random graph, then the four findings of the a
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from dataclasses import asdict, replace
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -31,7 +32,7 @@ from trustlab.methods.research_net.findings import (
     short_paths_low_clustering,
 )
 from trustlab.methods.research_net.model import ResearchModel, gini
-from trustlab.methods.research_net.optimise import NetworkOptimiser
+from trustlab.methods.research_net.optimise import NetworkOptimiser, OptimiserSettings
 from trustlab.methods.research_net.plots import (
     draw_networks,
     plot_gini,
@@ -42,35 +43,33 @@ from trustlab.methods.research_net.plots import (
 FormulationName = Literal["one_hop", "diffusion", "coverage"]
 
 
+#: The experiment's model defaults (the library's, with a coverage pool suited to n <= 100).
+_MODEL = ResearchModel(n_ideas=24, idea_affinity=0.05)
+#: The experiment's optimiser defaults: 8 cold restarts per cell; seeds come from --seed, torch
+#: threads from 'threads'.
+_OPTIMISER = OptimiserSettings(n_steps=250, n_restarts=8, threads=None)
+
+
 class ResearchNetConfig(ExperimentConfig):
     sizes: list[int] = Field([20, 50, 100], min_length=1, description="Network sizes n (>= 4 each).")
     formulations: list[FormulationName] = Field(
         ["one_hop", "diffusion", "coverage"], min_length=1, description="Knowledge formulations."
     )
-    alpha: float = Field(0.5, gt=0, le=1, description="Concavity of own discovery f(r) = r^alpha.")
-    eps: float = Field(1e-3, ge=0, description="Smoothing of f at r = 0 (keeps f'(0) finite).")
-    lam: float = Field(4.0, gt=0, description="Learning efficiency: phi(w) = 1 - exp(-lam w).")
-    delta: float = Field(0.2, ge=0, lt=1, description="Per-hop discount of diffusion (delta*lam < 1).")
-    aggregation: Literal["linear", "log"] = Field("linear", description="g of one_hop: x or log1p(x).")
-    n_ideas: int = Field(24, ge=1, description="Coverage: size M of the idea pool.")
-    idea_affinity: float = Field(0.05, gt=0, description="Coverage: mean agent-idea affinity h_im.")
-    coverage_steps: int = Field(
-        1, ge=1, description="Coverage: learning rounds T (1 is exact; > 1 mean field)."
+    model: ResearchModel = Field(
+        _MODEL, description="The knowledge model's parameters (ResearchModel: alpha, eps, lam, "
+        "delta, aggregation, n_ideas, idea_affinity, steps, idea_seed, solver); its formulation "
+        "is set per cell from 'formulations'."
     )
-    parametrisation: Literal["softmax", "simplex"] = Field(
-        "softmax", description="Budget parametrisation: row softmax or projected gradient ascent."
-    )
-    n_steps: int = Field(250, ge=1, description="Adam steps per restart.")
-    lr: float = Field(0.1, gt=0, description="Initial Adam learning rate (cosine schedule).")
-    n_random_restarts: int = Field(
-        8, ge=2, description="Cold restarts (random initial splits) per cell; finding (i) is "
-        "judged on them. One warm start from the best fixed topology comes on top."
+    optimiser: OptimiserSettings = Field(
+        _OPTIMISER, description="Gradient ascent (OptimiserSettings: parametrisation, n_steps, "
+        "lr, schedule, n_restarts = cold restarts per cell, init_scale, record_every); finding "
+        "(i) is judged on the cold restarts, and one warm start from the best fixed topology "
+        "comes on top."
     )
     margin: float = Field(
         0.02, ge=0, description="Finding (i) holds when the 95% bootstrap interval of the cold "
         "restarts' mean relative gain over the best fixed configuration lies above this."
     )
-    init_scale: float = Field(0.5, ge=0, description="Spread of the random initial logits.")
     r0_grid_points: int = Field(21, ge=2, description="Grid of r0 in [0, 1] for fixed topologies.")
     edge_threshold: float = Field(
         0.01, gt=0, lt=1, description="Links with w_ij + w_ji below this are dropped for structure."
@@ -81,36 +80,46 @@ class ResearchNetConfig(ExperimentConfig):
 
     QUICK: ClassVar[dict] = {
         "sizes": [12, 24],
-        "n_steps": 120,
+        "model": {"n_ideas": 16},
+        "optimiser": {"n_steps": 120, "n_restarts": 4},
         "n_null": 4,
-        "n_ideas": 16,
         "r0_grid_points": 11,
-        "n_random_restarts": 4,
     }
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nested_defaults(cls, data: Any) -> Any:
+        """A partial 'model' or 'optimiser' mapping (--set model.alpha=0.3, the quick preset)
+        fills in from the experiment's defaults, not the library's."""
+        if isinstance(data, dict):
+            for key, default in (("model", _MODEL), ("optimiser", _OPTIMISER)):
+                if isinstance(data.get(key), dict):
+                    data = {**data, key: {**asdict(default), **data[key]}}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> ResearchNetConfig:
         if any(n < 4 for n in self.sizes):
             raise ValueError(f"every entry of 'sizes' must be >= 4; got {self.sizes}")
-        if "diffusion" in self.formulations and self.delta * self.lam >= 1:
+        m, opt = self.model, self.optimiser
+        if "diffusion" in self.formulations and m.delta * m.lam >= 1:
             raise ValueError(
-                f"'delta' * 'lam' must be < 1 for diffusion; got {self.delta} * {self.lam}"
+                f"'model.delta' * 'model.lam' must be < 1 for diffusion; got {m.delta} * {m.lam}"
             )
+        if m.formulation != _MODEL.formulation:
+            raise ValueError("the formulation is chosen per cell: set 'formulations', not "
+                             "'model.formulation'")
+        if opt.n_restarts < 2:
+            raise ValueError(f"'optimiser.n_restarts' must be >= 2 (finding (i) compares cold "
+                             f"restarts with an interval); got {opt.n_restarts}")
+        if opt.seed != _OPTIMISER.seed or opt.threads is not None:
+            raise ValueError("seeds come from --seed and torch threads from 'threads': leave "
+                             "'optimiser.seed' and 'optimiser.threads' unset")
         return self
 
 
 def _model(config: ResearchNetConfig, formulation: str) -> ResearchModel:
-    return ResearchModel(
-        formulation=formulation,  # type: ignore[arg-type]
-        alpha=config.alpha,
-        eps=config.eps,
-        lam=config.lam,
-        delta=config.delta,
-        aggregation=config.aggregation,
-        n_ideas=config.n_ideas,
-        idea_affinity=config.idea_affinity,
-        steps=config.coverage_steps,
-    )
+    return replace(config.model, formulation=formulation)
 
 
 @register("research-net", config=ResearchNetConfig)
@@ -138,14 +147,7 @@ def _run(config: ResearchNetConfig, ctx: RunContext) -> Report:
         best = max(fixed.values(), key=lambda f: f.objective)
         with ctx.stage("optimise"):
             opt = NetworkOptimiser(
-                model,
-                parametrisation=config.parametrisation,
-                n_steps=config.n_steps,
-                lr=config.lr,
-                n_restarts=config.n_random_restarts,
-                init_scale=config.init_scale,
-                seed=int(rng.integers(0, 2**31 - 1)),
-                n_threads=None,
+                model, config.optimiser, seed=int(rng.integers(0, 2**31 - 1))
             ).fit(support, {best.name: best.budget})
         # every finding is measured on what optimisation found from random starts: the warm
         # start from the best fixed topology makes the returned optimum >= it by construction
@@ -285,7 +287,7 @@ def _write_report(report, config, totals, findings, roles_rows, structure_rows) 
                  caption="Paths and clustering of the optimised network (links with w_ij + w_ji "
                          f">= {config.edge_threshold}) vs density-matched G(n, m) nulls.")
     report.note(
-        f"Finding (i) is judged on {config.n_random_restarts} cold restarts per cell (random "
+        f"Finding (i) is judged on {config.optimiser.n_restarts} cold restarts per cell (random "
         "initial splits, no warm start): it holds when the 95% bootstrap interval of their mean "
         f"relative gain over the best fixed configuration lies above {100 * config.margin:g}%. "
         "Findings (ii)-(iv) are measured on the best cold restart's network."

@@ -37,14 +37,15 @@ Three formulations of per-agent knowledge ``K_i``:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import torch
 
 from trustlab.core.errors import InputError, SolverError
-from trustlab.methods.research_net.budget import DTYPE, Budget, Support
+from trustlab.core.validation import as_float_array, check_choice, check_scalar
+from trustlab.methods.research_net.budget import DTYPE, Budget, Support, as_float_tensor
 
 __all__ = [
     "Formulation",
@@ -60,7 +61,33 @@ _DENSE_MAX = 1000  # diffusion's "auto" solver: dense closed form up to this man
 
 
 def katz_bonacich(a_dense: torch.Tensor, delta: float, u: torch.Tensor) -> torch.Tensor:
-    """Closed form ``(I - delta A)^{-1} u`` (batched over leading dims; differentiable)."""
+    """Closed form ``(I - delta A)^{-1} u`` (batched over leading dims; differentiable).
+
+    The Katz-Bonacich sum ``u + delta A u + ...`` it stands for needs ``delta * rho(A) < 1``
+    (checked: by the row-sum bound, else by the spectral radius).
+    """
+    where = "katz_bonacich"
+    a_dense = as_float_tensor(a_dense, "a_dense", where)
+    u = as_float_tensor(u, "u", where)
+    delta = check_scalar(delta, "delta", where, lo=0.0)
+    if a_dense.ndim < 2 or a_dense.shape[-1] != a_dense.shape[-2] or u.shape != a_dense.shape[:-1]:
+        raise InputError(
+            f"{where} needs a square 'a_dense' (..., n, n) and 'u' (..., n). "
+            f"Got shapes {tuple(a_dense.shape)} and {tuple(u.shape)}."
+        )
+    with torch.no_grad():
+        bound = float(a_dense.abs().sum(-1).max()) if a_dense.numel() else 0.0
+        if delta * bound >= 1.0:
+            rho = float(torch.linalg.eigvals(a_dense.detach()).abs().max())
+            if delta * rho >= 1.0 - 1e-12:
+                raise InputError(
+                    f"{where} needs delta * rho(A) < 1 (the series u + delta A u + ... must "
+                    f"converge). Got delta={delta:g}, rho(A)={rho:.4g}."
+                )
+    return _katz_dense(a_dense, delta, u)
+
+
+def _katz_dense(a_dense: torch.Tensor, delta: float, u: torch.Tensor) -> torch.Tensor:
     n = a_dense.shape[-1]
     eye = torch.eye(n, dtype=a_dense.dtype)
     return torch.linalg.solve(eye - delta * a_dense, u.unsqueeze(-1)).squeeze(-1)
@@ -98,7 +125,13 @@ def _neumann(a, u, src, dst, delta, tol, max_iter, *, transpose):
         else:  # (A x)_i = sum_{e: src=i} a_e x_dst
             ax = torch.zeros_like(u).index_add(0, src, a * x[dst])
         new = u + delta * ax
-        if float((new - x).abs().max()) <= tol * max(1.0, float(new.abs().max())):
+        size = float(new.abs().max())
+        if not np.isfinite(size):
+            raise SolverError(
+                "The diffusion fixed point diverged; delta * rho(A) must be < 1 (lower 'delta' "
+                "or 'lam')."
+            )
+        if float((new - x).abs().max()) <= tol * max(1.0, size):
             return new
         x = new
     raise SolverError(
@@ -118,15 +151,34 @@ def katz_bonacich_iterative(
 ) -> torch.Tensor:
     """``(I - delta A)^{-1} u`` for sparse ``A`` given on ``support`` (unbatched), with an
     adjoint backward pass; use for large networks."""
+    where = "katz_bonacich_iterative"
+    if not isinstance(support, Support):
+        raise InputError(
+            f"The 'support' parameter of {where} must be a Support. Got {type(support).__name__}."
+        )
+    a = as_float_tensor(a, "a", where)
+    u = as_float_tensor(u, "u", where)
+    delta = check_scalar(delta, "delta", where, lo=0.0)
+    tol = check_scalar(tol, "tol", where, lo=0.0, closed="neither")
+    max_iter = check_scalar(max_iter, "max_iter", where, kind=int, lo=1)
+    if a.shape != (support.n_edges,) or u.shape != (support.n,):
+        raise InputError(
+            f"{where} needs 'a' of shape (E={support.n_edges},) and 'u' of shape (n={support.n},) "
+            f"(one budget, unbatched). Got {tuple(a.shape)} and {tuple(u.shape)}."
+        )
     return _KatzFixedPoint.apply(a, u, support.src, support.dst, float(delta), tol, max_iter)
 
 
 def gini(x: torch.Tensor | np.ndarray) -> float:
-    """Gini coefficient of non-negative values (0: equal; ``1 - 1/n``: one holds everything)."""
-    v = np.sort(np.asarray(x.detach() if isinstance(x, torch.Tensor) else x, dtype=float))
+    """Gini coefficient of non-negative values (0: equal; ``1 - 1/n``: one holds everything;
+    0 for no values or all zeros)."""
+    v = np.sort(as_float_array(x, "x", "gini", ndim=1, allow_empty=True))
+    if v.size and v[0] < 0:
+        raise InputError(f"The 'x' parameter of gini must be >= 0. Got a value of {v[0]:.4g}.")
     n = v.size
-    if n == 0 or v.sum() <= 0:
+    if n == 0 or v[-1] <= 0:
         return 0.0
+    v = v / v[-1]  # scale-free; keeps the weighted sum finite for huge values
     ranks = np.arange(1, n + 1)
     return float((2.0 * np.sum(ranks * v) / (n * v.sum())) - (n + 1.0) / n)
 
@@ -153,30 +205,31 @@ class ResearchModel:
     steps: int = 1
     idea_seed: int = 0
     solver: Literal["auto", "dense", "iterative"] = "auto"
-    _affinity_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         where = "ResearchModel"
-        if self.formulation not in FORMULATIONS:
-            raise InputError(
-                f"The 'formulation' of {where} must be one of {FORMULATIONS}. "
-                f"Got {self.formulation!r}."
-            )
-        if not 0.0 < self.alpha <= 1.0:
-            raise InputError(f"The 'alpha' parameter of {where} must be in (0, 1]. Got {self.alpha}.")
-        if self.eps < 0:
-            raise InputError(f"The 'eps' parameter of {where} must be >= 0. Got {self.eps}.")
-        if self.lam <= 0:
-            raise InputError(f"The 'lam' parameter of {where} must be > 0. Got {self.lam}.")
-        if not 0.0 <= self.delta * self.lam < 1.0 and self.formulation == "diffusion":
+        check_choice(self.formulation, "formulation", FORMULATIONS, where)
+        check_choice(self.aggregation, "aggregation", ("linear", "log"), where)
+        check_choice(self.solver, "solver", ("auto", "dense", "iterative"), where)
+        checked = {
+            "alpha": check_scalar(self.alpha, "alpha", where, lo=0.0, hi=1.0, closed="right"),
+            "eps": check_scalar(self.eps, "eps", where, lo=0.0),
+            "lam": check_scalar(self.lam, "lam", where, lo=0.0, closed="neither"),
+            "delta": check_scalar(self.delta, "delta", where, lo=0.0),
+            "n_ideas": check_scalar(self.n_ideas, "n_ideas", where, kind=int, lo=1),
+            "idea_affinity": check_scalar(self.idea_affinity, "idea_affinity", where, lo=0.0,
+                                          closed="neither"),
+            "steps": check_scalar(self.steps, "steps", where, kind=int, lo=1),
+            "idea_seed": check_scalar(self.idea_seed, "idea_seed", where, kind=int, lo=0),
+        }
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+        if self.formulation == "diffusion" and self.delta * self.lam >= 1.0:
             raise InputError(
                 f"The diffusion model needs delta * lam in [0, 1) to converge. "
                 f"Got delta={self.delta}, lam={self.lam}."
             )
-        if self.aggregation not in ("linear", "log"):
-            raise InputError(f"The 'aggregation' of {where} must be 'linear' or 'log'.")
-        if self.n_ideas < 1 or self.steps < 1 or self.idea_affinity <= 0:
-            raise InputError(f"{where} needs n_ideas >= 1, steps >= 1 and idea_affinity > 0.")
+        object.__setattr__(self, "_affinity_cache", {})  # not a field: not compared, not dumped
 
     # -- ingredients -------------------------------------------------------------
     def own_discovery(self, r: torch.Tensor) -> torch.Tensor:
@@ -193,6 +246,7 @@ class ResearchModel:
     def affinities(self, n: int) -> torch.Tensor:
         """Fixed agent-idea affinities ``h`` (``(n, M)``, exponential with mean
         ``idea_affinity``), drawn from ``idea_seed`` so every evaluation sees the same pool."""
+        n = check_scalar(n, "n", "ResearchModel.affinities", kind=int, lo=1)
         if n not in self._affinity_cache:
             rng = np.random.default_rng(np.random.SeedSequence([self.idea_seed, n]))
             h = rng.exponential(self.idea_affinity, size=(n, self.n_ideas))
@@ -215,6 +269,7 @@ class ResearchModel:
     # -- knowledge ---------------------------------------------------------------
     def knowledge(self, budget: Budget) -> torch.Tensor:
         """Per-agent knowledge ``K`` (``(..., n)``) at the model's equilibrium / horizon."""
+        _check_budget(budget, "ResearchModel.knowledge")
         if self.formulation == "one_hop":
             return self._one_hop(budget)
         if self.formulation == "diffusion":
@@ -228,6 +283,7 @@ class ResearchModel:
     def uncovered(self, budget: Budget) -> torch.Tensor:
         """Distinct knowledge uncovered by the network (coverage: ``mean_m 1 - prod_i (1 - D_im)``;
         other formulations: total own research output ``sum_i f(r_i)``)."""
+        _check_budget(budget, "ResearchModel.uncovered")
         if self.formulation != "coverage":
             return self.own_discovery(budget.r).sum(-1)
         d = self.discovery_probabilities(budget)
@@ -240,8 +296,8 @@ class ResearchModel:
         accumulates ``sum_{k<=t} (delta A)^k f(r)`` and tends to the closed form; ``coverage``
         runs its mean-field learning rounds.
         """
-        if steps < 0:
-            raise InputError(f"The 'steps' parameter of simulate must be >= 0. Got {steps}.")
+        steps = check_scalar(steps, "steps", "ResearchModel.simulate", kind=int, lo=0)
+        _check_budget(budget, "ResearchModel.simulate")
         if budget.r.ndim != 1:
             raise InputError("simulate takes one (unbatched) budget.")
         with torch.no_grad():
@@ -268,6 +324,8 @@ class ResearchModel:
         """Coverage only: ``P[t, i, m]``, who knows which idea after ``t`` rounds."""
         if self.formulation != "coverage":
             raise InputError("idea_trajectory is defined for the 'coverage' formulation only.")
+        steps = check_scalar(steps, "steps", "ResearchModel.idea_trajectory", kind=int, lo=0)
+        _check_budget(budget, "ResearchModel.idea_trajectory")
         with torch.no_grad():
             return self._coverage_trajectory(budget, steps)
 
@@ -286,7 +344,7 @@ class ResearchModel:
         if dense or u.ndim > 1:
             a_dense = torch.zeros(*a.shape[:-1], budget.support.n, budget.support.n, dtype=a.dtype)
             a_dense[..., src, dst] = a
-            b = katz_bonacich(a_dense, self.delta, u)
+            b = _katz_dense(a_dense, self.delta, u)  # row sums of A <= lam: delta*lam < 1
         else:
             b = katz_bonacich_iterative(a, budget.support, self.delta, u)
         return u.index_add(-1, src, a * b[..., dst])
@@ -302,3 +360,11 @@ class ResearchModel:
             p = -torch.expm1(log_miss_own.index_add(-2, src, miss))
             out.append(p)
         return torch.stack(out)
+
+
+def _check_budget(budget: object, where: str) -> Budget:
+    if not isinstance(budget, Budget):
+        raise InputError(
+            f"The 'budget' parameter of {where} must be a Budget. Got {type(budget).__name__}."
+        )
+    return budget.check_feasible(where)

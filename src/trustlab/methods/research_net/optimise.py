@@ -12,14 +12,16 @@ restarts, which never see a given configuration, are what to compare against fix
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
 from trustlab.core.errors import InputError, NotFittedError
 from trustlab.core.runtime import torch_runtime
+from trustlab.core.validation import check_choice, check_scalar
 from trustlab.methods.research_net.budget import (
     DTYPE,
     Budget,
@@ -29,7 +31,7 @@ from trustlab.methods.research_net.budget import (
 )
 from trustlab.methods.research_net.model import ResearchModel, gini
 
-__all__ = ["NetworkOptimiser", "Restart"]
+__all__ = ["NetworkOptimiser", "OptimiserSettings", "Restart"]
 
 _LOG_FLOOR = 1e-9  # softmax logits of a warm start: log(max(share, floor))
 
@@ -54,66 +56,74 @@ class Restart:
         return self.start.startswith("random-")
 
 
+@dataclass(frozen=True)
+class OptimiserSettings:
+    """Every knob of :class:`NetworkOptimiser` (validated on construction).
+
+    ``parametrisation``: ``"softmax"`` (row-wise softmax of free logits) or ``"simplex"``
+    (projected gradient ascent: Adam on the gradient projected onto each row's tangent space,
+    then an exact Euclidean projection onto each agent's simplex after every step);
+    ``n_steps``: Adam steps per restart; ``lr``: initial learning rate (logits for softmax,
+    shares for simplex); ``schedule``: ``"cosine"`` or ``"constant"`` over a restart;
+    ``n_restarts``: random ("cold") restarts, logits or shares perturbed around the uniform split
+    by ``init_scale`` (warm starts given to ``fit`` come on top); ``record_every``: steps between
+    entries of the learning curves; ``seed``: seed of the random restarts; ``threads``: torch
+    threads while fitting (``core.runtime.torch_runtime``; ``None`` keeps the current count; the
+    tensors are small, and on a shared, loaded machine one thread is often 100x faster than two).
+    """
+
+    parametrisation: Literal["softmax", "simplex"] = "softmax"
+    n_steps: int = 300
+    lr: float = 0.1
+    schedule: Literal["cosine", "constant"] = "cosine"
+    n_restarts: int = 2
+    init_scale: float = 0.5
+    record_every: int = 10
+    seed: int = 0
+    threads: int | None = 1
+
+    def __post_init__(self) -> None:
+        where = "NetworkOptimiser"
+        check_choice(self.parametrisation, "parametrisation", ("softmax", "simplex"), where)
+        check_choice(self.schedule, "schedule", ("cosine", "constant"), where)
+        checked = {
+            "n_steps": check_scalar(self.n_steps, "n_steps", where, kind=int, lo=1),
+            "lr": check_scalar(self.lr, "lr", where, lo=0.0, closed="neither"),
+            "n_restarts": check_scalar(self.n_restarts, "n_restarts", where, kind=int, lo=0),
+            "init_scale": check_scalar(self.init_scale, "init_scale", where, lo=0.0),
+            "record_every": check_scalar(self.record_every, "record_every", where, kind=int,
+                                         lo=1),
+            "seed": check_scalar(self.seed, "seed", where, kind=int, lo=0),
+        }
+        if self.threads is not None:
+            checked["threads"] = check_scalar(self.threads, "threads", where, kind=int, lo=1)
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+
+
 class NetworkOptimiser:
     """Maximise total knowledge over budget splits by gradient ascent.
 
-    Parameters
-    ----------
-    model : ResearchModel
-        The knowledge model (formulation and parameters).
-    parametrisation : "softmax" or "simplex"
-        Row-wise softmax of free logits, or projected gradient ascent: Adam on the gradient
-        projected onto each row's tangent space (row mean removed), then an exact Euclidean
-        projection onto each agent's simplex after every step.
-    n_steps : int
-        Adam steps per restart.
-    lr : float
-        Initial learning rate (logits for softmax, budget shares for simplex).
-    schedule : "cosine" or "constant"
-        Learning-rate schedule over the steps of a restart.
-    n_restarts : int
-        Random ("cold") restarts: logits or shares perturbed around the uniform split by
-        ``init_scale``; warm starts given to ``fit`` come on top. All restarts of one fit ascend
-        together as one batch (rows are independent: the objective is a sum over rows and Adam
-        works per coordinate), except with the sparse iterative diffusion solver.
-    record_every : int
-        Steps between entries of the learning curves.
-    seed : int
-        Seed of the random restarts.
-    n_threads : int or None
-        Torch threads while fitting (``core.runtime.torch_runtime``); ``None`` keeps the current
-        count. The tensors are small (10^2-10^6 entries): on a shared, loaded machine OpenMP
-        hand-offs cost more than the work, and one thread is often 100x faster.
+    ``NetworkOptimiser(model, settings)`` or ``NetworkOptimiser(model, n_steps=100, ...)``:
+    keyword options override fields of ``settings`` (:class:`OptimiserSettings`, which documents
+    them). All restarts of one fit ascend together as one batch (rows are independent: the
+    objective is a sum over rows and Adam works per coordinate), except with the sparse
+    iterative diffusion solver, which takes one budget at a time.
     """
 
     def __init__(
         self,
         model: ResearchModel,
-        *,
-        parametrisation: Literal["softmax", "simplex"] = "softmax",
-        n_steps: int = 300,
-        lr: float = 0.1,
-        schedule: Literal["cosine", "constant"] = "cosine",
-        n_restarts: int = 2,
-        init_scale: float = 0.5,
-        record_every: int = 10,
-        seed: int = 0,
-        n_threads: int | None = 1,
+        settings: OptimiserSettings | None = None,
+        **options: Any,
     ) -> None:
         self.model = model
-        self.parametrisation = parametrisation
-        self.n_steps = n_steps
-        self.lr = lr
-        self.schedule = schedule
-        self.n_restarts = n_restarts
-        self.init_scale = init_scale
-        self.record_every = record_every
-        self.seed = seed
-        self.n_threads = n_threads
+        self.settings = settings
+        self.options = options
 
     # -- lifecycle -----------------------------------------------------------------
     def fit(
-        self, support: Support, warm_starts: dict[str, Budget] | None = None
+        self, support: Support, warm_starts: Mapping[str, Budget] | None = None
     ) -> NetworkOptimiser:
         """Optimise on ``support``; ``warm_starts`` maps names to starting budgets.
 
@@ -122,21 +132,65 @@ class NetworkOptimiser:
         that holds by construction. Whether optimisation *finds* better networks is a question
         for the cold restarts (``cold_objectives_``).
         """
-        self._check()
-        with torch_runtime(self.n_threads):
-            return self._fit(support, warm_starts)
-
-    def _fit(self, support: Support, warm_starts: dict[str, Budget] | None) -> NetworkOptimiser:
-        warm_starts = dict(warm_starts or {})
-        for name, b in warm_starts.items():
+        where = "NetworkOptimiser.fit"
+        self.settings_ = self._resolve_settings()
+        if not isinstance(self.model, ResearchModel):
+            raise InputError(
+                f"The 'model' of NetworkOptimiser must be a ResearchModel. "
+                f"Got {type(self.model).__name__}."
+            )
+        if not isinstance(support, Support):
+            raise InputError(
+                f"The 'support' parameter of {where} must be a Support. "
+                f"Got {type(support).__name__}."
+            )
+        if warm_starts is not None and not isinstance(warm_starts, Mapping):
+            raise InputError(
+                f"The 'warm_starts' parameter of {where} must map names to Budgets. "
+                f"Got {type(warm_starts).__name__}."
+            )
+        warm = dict(warm_starts or {})
+        for name, b in warm.items():
+            if not isinstance(b, Budget):
+                raise InputError(
+                    f"The warm start '{name}' of {where} must be a Budget. Got {type(b).__name__}."
+                )
+            if b.r.ndim != 1:
+                raise InputError(f"The warm start '{name}' of {where} must be one (unbatched) budget.")
             if b.support.n != support.n or b.support.n_edges != support.n_edges or not (
                 torch.equal(b.support.src, support.src) and torch.equal(b.support.dst, support.dst)
             ):
                 raise InputError(f"The warm start '{name}' must be given on the same support.")
-        rng = np.random.default_rng(self.seed)
+            b.check_feasible(f"{where} (warm start '{name}')")
+        if self.settings_.n_restarts == 0 and not warm:
+            raise InputError(
+                f"{where} has nothing to start from: n_restarts=0 and no warm_starts. "
+                "Ask for n_restarts >= 1 or give a warm start."
+            )
+        with torch_runtime(self.settings_.threads):
+            return self._fit(support, warm)
+
+    def _resolve_settings(self) -> OptimiserSettings:
+        base = self.settings if self.settings is not None else OptimiserSettings()
+        if not isinstance(base, OptimiserSettings):
+            raise InputError(
+                "The 'settings' parameter of NetworkOptimiser must be an OptimiserSettings. "
+                f"Got {type(base).__name__}."
+            )
+        valid = {f.name for f in fields(OptimiserSettings)}
+        unknown = sorted(set(self.options) - valid)
+        if unknown:
+            raise InputError(
+                f"NetworkOptimiser has no option {unknown[0]!r}. Valid options: "
+                f"{', '.join(sorted(valid))}."
+            )
+        return replace(base, **self.options) if self.options else base
+
+    def _fit(self, support: Support, warm_starts: dict[str, Budget]) -> NetworkOptimiser:
+        rng = np.random.default_rng(self.settings_.seed)
         names: list[str] = []
         params: list[tuple[torch.Tensor, torch.Tensor]] = []
-        for k in range(self.n_restarts):
+        for k in range(self.settings_.n_restarts):
             names.append(f"random-{k}")
             params.append(self._random_params(support, rng))
         for name, b in warm_starts.items():
@@ -190,21 +244,6 @@ class NetworkOptimiser:
         return max(cold, key=lambda r: r.best_objective)
 
     # -- internals -------------------------------------------------------------------
-    def _check(self) -> None:
-        where = "NetworkOptimiser"
-        if self.parametrisation not in ("softmax", "simplex"):
-            raise InputError(
-                f"The 'parametrisation' of {where} must be 'softmax' or 'simplex'. "
-                f"Got {self.parametrisation!r}."
-            )
-        if self.schedule not in ("cosine", "constant"):
-            raise InputError(f"The 'schedule' of {where} must be 'cosine' or 'constant'.")
-        if self.n_steps < 1 or self.lr <= 0 or self.n_restarts < 0 or self.record_every < 1:
-            raise InputError(
-                f"{where} needs n_steps >= 1, lr > 0, n_restarts >= 0 and record_every >= 1. "
-                f"Got {self.n_steps}, {self.lr}, {self.n_restarts}, {self.record_every}."
-            )
-
     def _fitted(self) -> None:
         if not hasattr(self, "budget_"):
             raise NotFittedError("This NetworkOptimiser is not fitted yet; call fit(support) first.")
@@ -212,9 +251,9 @@ class NetworkOptimiser:
     def _random_params(
         self, support: Support, rng: np.random.Generator
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        noise_self = rng.normal(0.0, self.init_scale, support.n)
-        noise_edge = rng.normal(0.0, self.init_scale, support.n_edges)
-        if self.parametrisation == "softmax":
+        noise_self = rng.normal(0.0, self.settings_.init_scale, support.n)
+        noise_edge = rng.normal(0.0, self.settings_.init_scale, support.n_edges)
+        if self.settings_.parametrisation == "softmax":
             return torch.as_tensor(noise_self, dtype=DTYPE), torch.as_tensor(noise_edge, dtype=DTYPE)
         degree = np.bincount(support.src.numpy(), minlength=support.n) + 1.0
         base = 1.0 / degree
@@ -225,12 +264,12 @@ class NetworkOptimiser:
 
     def _params_from_budget(self, b: Budget) -> tuple[torch.Tensor, torch.Tensor]:
         r, w = b.r.detach().to(DTYPE), b.w.detach().to(DTYPE)
-        if self.parametrisation == "softmax":
+        if self.settings_.parametrisation == "softmax":
             return torch.log(r.clamp(min=_LOG_FLOOR)), torch.log(w.clamp(min=_LOG_FLOOR))
         return r.clone(), w.clone()
 
     def _budget(self, support: Support, p_self: torch.Tensor, p_edge: torch.Tensor) -> Budget:
-        if self.parametrisation == "softmax":
+        if self.settings_.parametrisation == "softmax":
             return softmax_budget(p_self, p_edge, support)
         return Budget(support, p_self, p_edge)
 
@@ -241,16 +280,16 @@ class NetworkOptimiser:
         ``(B, E)``, one row per name); every row keeps its own best iterate."""
         p_self = p_self.clone().requires_grad_(True)
         p_edge = p_edge.clone().requires_grad_(True)
-        opt = torch.optim.Adam([p_self, p_edge], lr=self.lr)
+        opt = torch.optim.Adam([p_self, p_edge], lr=self.settings_.lr)
         sched = (
-            torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=self.n_steps, eta_min=self.lr / 50)
-            if self.schedule == "cosine"
+            torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=self.settings_.n_steps, eta_min=self.settings_.lr / 50)
+            if self.settings_.schedule == "cosine"
             else None
         )
         n = support.n
         curves: list[list[dict[str, float]]] = [[] for _ in names]
         initial = best = best_r = best_w = None
-        for step in range(self.n_steps + 1):
+        for step in range(self.settings_.n_steps + 1):
             budget = self._budget(support, p_self, p_edge)
             k = self.model.knowledge(budget)
             values = k.sum(-1)
@@ -262,23 +301,23 @@ class NetworkOptimiser:
                 best = torch.where(better, v, best)
                 best_r = torch.where(better[..., None], r, best_r)
                 best_w = torch.where(better[..., None], w, best_w)
-            if step % self.record_every == 0 or step == self.n_steps:
+            if step % self.settings_.record_every == 0 or step == self.settings_.n_steps:
                 lr = float(opt.param_groups[0]["lr"])
                 rows = zip(v.reshape(-1).tolist(), k.detach().reshape(-1, n),
                            r.reshape(-1, n).mean(-1).tolist(), strict=True)
                 for curve, (value, k_row, mean_r) in zip(curves, rows, strict=True):
                     curve.append({"step": step, "objective": value, "gini": gini(k_row),
                                   "mean_r": mean_r, "lr": lr})
-            if step == self.n_steps:
+            if step == self.settings_.n_steps:
                 break
             opt.zero_grad(set_to_none=True)
             (-values.sum() / n).backward()
-            if self.parametrisation == "simplex":
+            if self.settings_.parametrisation == "simplex":
                 _tangent_gradient(p_self, p_edge, support)
             opt.step()
             if sched is not None:
                 sched.step()
-            if self.parametrisation == "simplex":
+            if self.settings_.parametrisation == "simplex":
                 with torch.no_grad():
                     proj = project_budget(p_self, p_edge, support)
                     p_self.copy_(proj.r)
