@@ -119,10 +119,12 @@ def test_output_path_checked_before_the_run_starts(tmp_path):
 def test_config_dir_and_missing_user_paths_name_the_problem(tmp_path):
     proc = trustlab("run", "hcc", "--config", str(tmp_path))
     assert proc.returncode == 2 and "is a directory; give a YAML file" in proc.stderr
-    proc = trustlab("run", "hcc", "--quick", "--set", "cifar10h_dir=/typo",
-                    "--out", str(tmp_path / "never"))
-    assert proc.returncode == 2, proc.stderr
-    assert "'cifar10h_dir' parameter of hcc names a path that does not exist: '/typo'" in proc.stderr
+    for key, method in (("cifar10h.dir", "hcc"), ("data_dir", "flowreach")):
+        proc = trustlab("run", method, "--quick", "--set", f"{key}=/typo",
+                        "--out", str(tmp_path / "never"))
+        assert proc.returncode == 2, proc.stderr
+        assert f"'{key}' parameter of {method}" in proc.stderr and "'/typo'" in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "never").exists()
 
 
