@@ -1,5 +1,7 @@
 """Malformed-input property tests: corrupt one argument of a valid call, demand a clear answer.
 
+(A NotFittedError, the library's one-line error for a step called out of order, also counts.)
+
 The contract (docs/architecture.md, "Validation"): a public entry point given a malformed
 argument raises ``InputError`` with a one-line message, or -- when the argument is only another
 spelling of a valid one (a list, a torch tensor, a DataFrame, integer-valued floats, class names)
@@ -32,7 +34,7 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from trustlab.core.errors import InputError
+from trustlab.core.errors import InputError, NotFittedError
 
 __all__ = [
     "ARRAY",
@@ -474,7 +476,7 @@ def run_one(case: Case, param: str, mutation: Mutation, seed: int = 0) -> None:
     what = f"{case.name}: {param} <- {mutation.name}"
     try:
         got = case.run(**args)
-    except InputError as exc:
+    except (InputError, NotFittedError) as exc:
         message = str(exc)
         assert message and "\n" not in message, f"{what}: the message is not one line: {message!r}"
         return

@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
 
 from trustlab.core.errors import InputError
-from trustlab.core.validation import check_open_unit
+from trustlab.core.validation import as_float_array, check_open_unit
 
 __all__ = [
     "beta_posterior_quantile",
@@ -32,14 +32,8 @@ Interval = tuple[FloatOrArray, FloatOrArray]
 
 
 def _as_counts(values: ArrayLike, name: str, where: str) -> NDArray[np.float64]:
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(
-            f"The '{name}' parameter of {where} must be integer counts. "
-            f"Got {type(values).__name__}."
-        ) from exc
-    if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+    arr = as_float_array(values, name, where, allow_empty=True)
+    if np.any(arr != np.round(arr)):
         raise InputError(f"The '{name}' parameter of {where} must hold whole numbers.")
     return arr
 

@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special, stats
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import as_float_array, check_choice
 from trustlab.methods.ipb.base import check_in_range
 
 __all__ = [
@@ -74,7 +75,7 @@ def gaussian_roc(t: ArrayLike, mu: float) -> float | NDArray[np.float64]:
 
 def gaussian_hockey_stick(gamma: ArrayLike, mu: float) -> float | NDArray[np.float64]:
     """``H_gamma(Q || P)`` for P = N(0, 1), Q = N(mu, 1), mu > 0, gamma > 0 (Gaussian-DP formula)."""
-    gamma = np.asarray(gamma, dtype=np.float64)
+    gamma = as_float_array(gamma, "gamma", "gaussian_hockey_stick", ndim=(0, 1))
     mu = _finite(mu, "mu", "gaussian_hockey_stick")
     if not np.all(np.isfinite(gamma)) or np.any(gamma <= 0) or mu <= 0:
         raise InputError(
@@ -91,8 +92,8 @@ def hockey_stick_envelope(
     """``min_k gamma_k t + H_k``: the envelope of supporting lines, an outer bound of ``B(t)``."""
     where = "hockey_stick_envelope"
     t = check_in_range(t, "t", where)
-    gammas = np.asarray(gammas, dtype=np.float64)
-    h = np.asarray(h, dtype=np.float64)
+    gammas = as_float_array(gammas, "gammas", where, ndim=1)
+    h = as_float_array(h, "h", where, ndim=1)
     if gammas.ndim != 1 or gammas.shape != h.shape or gammas.size == 0:
         raise InputError(
             f"The 'gammas' and 'h' parameters of {where} must be 1-D arrays of one length. "
@@ -112,8 +113,16 @@ def binary_divergence(
     ``kl``: KL(Q||P); ``reverse_kl``: KL(P||Q); ``hellinger``: ``int (sqrt dQ - sqrt dP)^2``
     (no 1/2); ``chi2``: chi^2(Q||P); ``tv``: total variation.
     """
+    check_choice(divergence, "divergence", _DIVERGENCES, "binary_divergence")
     q = check_in_range(q, "q", "binary_divergence")
     t = check_in_range(t, "t", "binary_divergence")
+    try:
+        np.broadcast_shapes(q.shape, t.shape)
+    except ValueError:
+        raise InputError(
+            "The 'q' and 't' parameters of binary_divergence must broadcast together. "
+            f"Got shapes {q.shape} and {t.shape}."
+        ) from None
     if divergence == "kl":
         d = special.rel_entr(q, t) + special.rel_entr(1 - q, 1 - t)
     elif divergence == "reverse_kl":
@@ -133,7 +142,8 @@ def binary_divergence(
 
 def gaussian_divergence(mu: float, divergence: Divergence = "kl") -> float:
     """``D(N(mu, I) || N(0, I))`` for the divergences of ``binary_divergence``."""
-    mu = abs(float(mu))
+    check_choice(divergence, "divergence", _DIVERGENCES, "gaussian_divergence")
+    mu = abs(_finite(mu, "mu", "gaussian_divergence"))
     values = {
         "kl": mu**2 / 2,
         "reverse_kl": mu**2 / 2,

@@ -21,42 +21,24 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from trustlab.core.errors import InputError, NotFittedError
-from trustlab.core.validation import check_open_unit
+from trustlab.core.validation import as_float_array, check_choice, check_open_unit, check_scalar
 from trustlab.stats import clopper_pearson
 
-__all__ = ["BoundaryEstimator", "TargetBound", "check_in_range", "check_samples"]
+__all__ = ["BoundaryEstimator", "TargetBound", "check_in_range", "check_random_seed"]
 
 
-def check_samples(x: ArrayLike, name: str, where: str, min_n: int = 2) -> NDArray[np.float64]:
-    """Samples as an (n, d) float array; a 1-D array is n points in one dimension."""
-    try:
-        arr = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"The '{name}' parameter of {where} must be numeric.") from exc
-    if arr.ndim == 1:
-        arr = arr[:, None]
-    if arr.ndim != 2 or arr.shape[0] < min_n:
-        raise InputError(
-            f"The '{name}' parameter of {where} must hold at least {min_n} points as an (n,) or "
-            f"(n, d) array. Got shape {np.shape(x)}."
-        )
-    if not np.all(np.isfinite(arr)):
-        raise InputError(f"The '{name}' parameter of {where} must be finite (no NaN or inf).")
-    return arr
+def check_random_seed(value: int | None, name: str, where: str) -> int | None:
+    """``None`` or an int seed scikit-learn and numpy accept."""
+    if value is None:
+        return None
+    return check_scalar(value, name, where, kind=int, lo=0, hi=2**32 - 1)
 
 
 def check_in_range(
     values: ArrayLike, name: str, where: str, lo: float = 0.0, hi: float = 1.0
 ) -> NDArray[np.float64]:
     """Finite values in ``[lo, hi]`` (a rounding slack of 1e-9 is clipped, nothing more)."""
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(
-            f"The '{name}' parameter of {where} must be numeric. Got {type(values).__name__}."
-        ) from exc
-    if not np.all(np.isfinite(arr)):
-        raise InputError(f"The '{name}' parameter of {where} must be finite (no NaN or inf).")
+    arr = as_float_array(values, name, where, allow_empty=True)
     slack = 1e-9 * max(1.0, abs(lo), abs(hi))
     if arr.size and (arr.min() < lo - slack or arr.max() > hi + slack):
         raise InputError(
@@ -181,6 +163,7 @@ class BoundaryEstimator:
         With ``band=True`` it is an upper confidence bound on the true IPM.
         """
         self._check_fitted()
+        check_choice(band, "band", (True, False), f"{self._NAME}.ipm")
         t = self._grid()
         up = self.upper(t) if band else self._upper_hat(t)
         lo = self.lower(t) if band else self._lower_hat(t)
@@ -232,7 +215,10 @@ class BoundaryEstimator:
         ``1 - alpha - delta`` (``alpha``: miscoverage of the binomial interval).
         """
         self._check_fitted()
-        alpha = check_open_unit(alpha, "alpha", f"{self._NAME}.propagate")
+        where = f"{self._NAME}.propagate"
+        alpha = check_open_unit(alpha, "alpha", where)
+        n = check_scalar(n, "n", where, kind=int, lo=1)
+        k = check_scalar(k, "k", where, kind=int, lo=0, hi=n)
         s_lo, s_hi = clopper_pearson(k, n, alpha)
         return TargetBound(
             lower=float(self.lower(s_lo)),

@@ -24,8 +24,13 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.spatial.distance import cdist, pdist
 
 from trustlab.core.errors import InputError
-from trustlab.core.validation import check_open_unit
-from trustlab.methods.ipb.base import BoundaryEstimator, check_samples
+from trustlab.core.validation import (
+    as_float_array,
+    check_open_unit,
+    check_samples,
+    check_scalar,
+)
+from trustlab.methods.ipb.base import BoundaryEstimator, check_random_seed
 
 __all__ = [
     "KernelBoundary",
@@ -36,12 +41,25 @@ __all__ = [
 ]
 
 
-def gaussian_kernel(x: NDArray, y: NDArray, bandwidth: float) -> NDArray[np.float64]:
+def gaussian_kernel(x: ArrayLike, y: ArrayLike, bandwidth: float) -> NDArray[np.float64]:
+    """``k(x_i, y_j) = exp(-|x_i - y_j|^2 / 2h^2)`` for all pairs, ``(n, m)``."""
+    where = "gaussian_kernel"
+    x = check_samples(x, "x", where)
+    y = check_samples(y, "y", where, n_features=x.shape[1])
+    h = check_scalar(bandwidth, "bandwidth", where, lo=0.0, closed="neither")
+    return _kernel(x, y, h)
+
+
+def _kernel(x: NDArray, y: NDArray, bandwidth: float) -> NDArray[np.float64]:
     return np.exp(-cdist(x, y, "sqeuclidean") / (2.0 * bandwidth**2))
 
 
 def median_bandwidth(z: NDArray[np.float64], max_points: int = 1000, seed: int = 0) -> float:
     """The median heuristic: median pairwise distance of (a subsample of) the pooled points."""
+    where = "median_bandwidth"
+    z = check_samples(z, "z", where, min_n=2)
+    max_points = check_scalar(max_points, "max_points", where, kind=int, lo=2)
+    seed = check_random_seed(seed, "seed", where)
     if len(z) > max_points:
         z = z[np.random.default_rng(seed).choice(len(z), max_points, replace=False)]
     med = float(np.median(pdist(z)))
@@ -51,7 +69,7 @@ def median_bandwidth(z: NDArray[np.float64], max_points: int = 1000, seed: int =
 def _mean_kernel(x: NDArray, y: NDArray, bandwidth: float, block: int = 2048) -> float:
     total = 0.0
     for s in range(0, len(x), block):
-        total += float(gaussian_kernel(x[s : s + block], y, bandwidth).sum())
+        total += float(_kernel(x[s : s + block], y, bandwidth).sum())
     return total / (len(x) * len(y))
 
 
@@ -59,8 +77,16 @@ def gaussian_embedding_gram(
     mean_p: ArrayLike, mean_q: ArrayLike, sigma: float, bandwidth: float
 ) -> NDArray[np.float64]:
     """Exact Gram matrix [[A, C], [C, B]] of the embeddings of N(mean_p, s^2 I), N(mean_q, s^2 I)."""
-    mp = np.atleast_1d(np.asarray(mean_p, dtype=np.float64))
-    mq = np.atleast_1d(np.asarray(mean_q, dtype=np.float64))
+    where = "gaussian_embedding_gram"
+    mp = as_float_array(mean_p, "mean_p", where, ndim=(0, 1)).reshape(-1)
+    mq = as_float_array(mean_q, "mean_q", where, ndim=(0, 1)).reshape(-1)
+    if mp.shape != mq.shape:
+        raise InputError(
+            f"The 'mean_p' and 'mean_q' parameters of {where} must have one dimension d. "
+            f"Got {mp.size} and {mq.size}."
+        )
+    sigma = check_scalar(sigma, "sigma", where, lo=0.0)
+    bandwidth = check_scalar(bandwidth, "bandwidth", where, lo=0.0, closed="neither")
     d = mp.size
     v = bandwidth**2 + 2 * sigma**2
     scale = (bandwidth**2 / v) ** (d / 2)
@@ -69,12 +95,26 @@ def gaussian_embedding_gram(
 
 
 def ellipse_boundary(t: ArrayLike, gram: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Upper boundary of the ellipse range with Gram matrix ``[[A, C], [C, B]]`` (t clipped)."""
-    a2, c, b2 = float(gram[0, 0]), float(gram[0, 1]), float(gram[1, 1])
-    if a2 <= 0 or b2 <= 0:
-        raise InputError("ellipse_boundary needs positive squared norms A and B.")
+    """Upper boundary of the ellipse range with Gram matrix ``[[A, C], [C, B]]``.
+
+    ``t`` must be finite; beyond ``+-sqrt(A)``, where no function of the ball reaches, the
+    boundary is the value at the nearest end (constant, as ``sup{E_Q f : E_P f <= t}`` is).
+    """
+    where = "ellipse_boundary"
+    g = as_float_array(gram, "gram", where, ndim=2)
+    if g.shape != (2, 2) or g[0, 1] != g[1, 0]:
+        raise InputError(
+            f"The 'gram' parameter of {where} must be a symmetric 2 x 2 matrix [[A, C], [C, B]]. "
+            f"Got {g.tolist()}."
+        )
+    a2, c, b2 = float(g[0, 0]), float(g[0, 1]), float(g[1, 1])
+    if a2 <= 0 or b2 <= 0 or c * c > a2 * b2 * (1 + 1e-9):
+        raise InputError(
+            f"The 'gram' parameter of {where} must be a Gram matrix: A > 0, B > 0, C^2 <= AB. "
+            f"Got A={a2:g}, B={b2:g}, C={c:g}."
+        )
     ra = np.sqrt(a2)
-    t = np.clip(np.asarray(t, dtype=np.float64), -ra, ra)
+    t = np.clip(as_float_array(t, "t", where, ndim=(0, 1)), -ra, ra)
     perp = np.sqrt(max(b2 - c * c / a2, 0.0))
     arc = t * c / a2 + perp * np.sqrt(np.clip(1.0 - t * t / a2, 0.0, 1.0))
     return np.where(t >= c / np.sqrt(b2), np.sqrt(b2), arc)
@@ -114,16 +154,17 @@ class KernelBoundary(BoundaryEstimator):
     def fit(self, x_p: ArrayLike, x_q: ArrayLike) -> KernelBoundary:
         """Estimate the Gram matrix of the embeddings (V-statistics) and the band."""
         where = self._NAME
-        x_p = check_samples(x_p, "x_p", where)
-        x_q = check_samples(x_q, "x_q", where)
-        if x_p.shape[1] != x_q.shape[1]:
-            raise InputError(f"x_p and x_q of {where} must have the same number of features.")
+        x_p = check_samples(x_p, "x_p", where, min_n=2)
+        x_q = check_samples(x_q, "x_q", where, min_n=2, n_features=x_p.shape[1])
         delta = check_open_unit(self.delta, "delta", where)
-        rng = np.random.default_rng(self.random_state)
-        if len(x_p) > self.max_points:
-            x_p = x_p[rng.choice(len(x_p), self.max_points, replace=False)]
-        if len(x_q) > self.max_points:
-            x_q = x_q[rng.choice(len(x_q), self.max_points, replace=False)]
+        if self.bandwidth is not None:
+            check_scalar(self.bandwidth, "bandwidth", where, lo=0.0, closed="neither")
+        max_points = check_scalar(self.max_points, "max_points", where, kind=int, lo=2)
+        rng = np.random.default_rng(check_random_seed(self.random_state, "random_state", where))
+        if len(x_p) > max_points:
+            x_p = x_p[rng.choice(len(x_p), max_points, replace=False)]
+        if len(x_q) > max_points:
+            x_q = x_q[rng.choice(len(x_q), max_points, replace=False)]
         h = self.bandwidth
         if h is None:
             h = median_bandwidth(np.vstack([x_p, x_q]), seed=int(rng.integers(2**31)))
@@ -165,6 +206,7 @@ class KernelBoundary(BoundaryEstimator):
         self._check_fitted()
         g = self.gram_
         a2, c, b2 = g[0, 0], g[0, 1], g[1, 1]
+        t = check_scalar(t, "t", "KernelBoundary.witness", lo=-1.0, hi=1.0)
         t = float(np.clip(t, *self.domain_))
         if t >= c / np.sqrt(b2):
             c_a, c_b = 0.0, 1.0 / np.sqrt(b2)
@@ -176,10 +218,7 @@ class KernelBoundary(BoundaryEstimator):
         x_p, x_q, h = self.x_p_, self.x_q_, self.bandwidth_
 
         def f(x: ArrayLike) -> NDArray[np.float64]:
-            x = np.asarray(x, dtype=np.float64)
-            x = x[:, None] if x.ndim == 1 else x
-            return c_a * gaussian_kernel(x, x_p, h).mean(axis=1) + c_b * gaussian_kernel(
-                x, x_q, h
-            ).mean(axis=1)
+            x = check_samples(x, "x", "KernelBoundary.witness(...)", n_features=x_p.shape[1])
+            return c_a * _kernel(x, x_p, h).mean(axis=1) + c_b * _kernel(x, x_q, h).mean(axis=1)
 
         return f, norm

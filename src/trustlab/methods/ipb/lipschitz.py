@@ -29,8 +29,15 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, sparse
 
 from trustlab.core.errors import InputError, SolverError
-from trustlab.core.validation import check_open_unit
-from trustlab.methods.ipb.base import BoundaryEstimator, check_samples
+from trustlab.core.validation import (
+    as_float_array,
+    check_choice,
+    check_open_unit,
+    check_samples,
+    check_scalar,
+)
+from trustlab.methods.ipb.base import BoundaryEstimator, check_random_seed
+from trustlab.stats import check_random_state
 
 __all__ = ["LipschitzBoundary", "lipschitz_edges", "lipschitz_lp"]
 
@@ -45,6 +52,15 @@ def lipschitz_edges(
     1-D: the sorted chain (exact). Otherwise all pairs when ``neighbors`` is None, else the
     symmetrised k-nearest-neighbour graph (a relaxation: values can only go up).
     """
+    z = check_samples(z, "z", "lipschitz_edges", min_n=2)
+    if neighbors is not None:
+        neighbors = check_scalar(neighbors, "neighbors", "lipschitz_edges", kind=int, lo=1)
+    return _edges(z, neighbors)
+
+
+def _edges(
+    z: NDArray[np.float64], neighbors: int | None
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
     n = z.shape[0]
     if z.shape[1] == 1:
         order = np.argsort(z[:, 0], kind="stable")
@@ -86,6 +102,43 @@ def lipschitz_lp(
 
     Returns (value, f, multiplier of the extra row, >= 0). Solved with HiGHS.
     """
+    where = "lipschitz_lp"
+    c = as_float_array(c, "c", where, ndim=1)
+    if not isinstance(edges, tuple | list) or len(edges) != 3:
+        raise InputError(
+            f"The 'edges' parameter of {where} must be (i, j, distance) as lipschitz_edges "
+            "returns."
+        )
+    i = as_float_array(edges[0], "edges[0]", where, ndim=1, allow_empty=True)
+    j = as_float_array(edges[1], "edges[1]", where, ndim=1, allow_empty=True)
+    d = as_float_array(edges[2], "edges[2]", where, ndim=1, allow_empty=True)
+    if not (i.shape == j.shape == d.shape) or np.any(d < 0):
+        raise InputError(f"The 'edges' of {where} must be three arrays of one length, distances >= 0.")
+    for name, idx in (("i", i), ("j", j)):
+        if idx.size and (np.any(idx != np.round(idx)) or idx.min() < 0 or idx.max() >= c.size):
+            raise InputError(f"The '{name}' indices of {where}'s edges must lie in [0, {c.size}).")
+    i, j = i.astype(np.int64), j.astype(np.int64)
+    lipschitz = check_scalar(lipschitz, "lipschitz", where, lo=0.0, closed="neither")
+    if extra_row is not None:
+        extra_row = as_float_array(extra_row, "extra_row", where, ndim=1)
+        if extra_row.shape != c.shape:
+            raise InputError(
+                f"The 'extra_row' parameter of {where} must have {c.size} entries like c. "
+                f"Got {extra_row.size}."
+            )
+        extra_rhs = check_scalar(extra_rhs, "extra_rhs", where)
+    return _lp(c, (i, j, d), lipschitz, extra_row=extra_row, extra_rhs=extra_rhs, bounded=bounded)
+
+
+def _lp(
+    c: NDArray[np.float64],
+    edges: tuple[NDArray, NDArray, NDArray],
+    lipschitz: float,
+    *,
+    extra_row: NDArray[np.float64] | None = None,
+    extra_rhs: float = 0.0,
+    bounded: bool = True,
+) -> tuple[float, NDArray[np.float64], float]:
     i, j, d = edges
     n_var = c.size
     a_ub = _edge_matrix(n_var, i, j)
@@ -145,65 +198,85 @@ class LipschitzBoundary(BoundaryEstimator):
 
     def _neighbors_for(self, n: int) -> int | None:
         if self.neighbors is not None:
-            return int(self.neighbors)
+            return int(check_scalar(self.neighbors, "neighbors", self._NAME, kind=int, lo=1))
         return None if n <= _EXACT_LIMIT else 10
 
     def fit(self, x_p: ArrayLike, x_q: ArrayLike) -> LipschitzBoundary:
         """Solve the LP on a grid of t and compute the finite-sample correction."""
         where = self._NAME
-        x_p = check_samples(x_p, "x_p", where)
-        x_q = check_samples(x_q, "x_q", where)
-        if x_p.shape[1] != x_q.shape[1]:
-            raise InputError(f"x_p and x_q of {where} must have the same number of features.")
-        if not (isinstance(self.lipschitz, int | float) and self.lipschitz > 0):
-            raise InputError(f"The 'lipschitz' parameter of {where} must be > 0. Got {self.lipschitz}.")
-        if not isinstance(self.n_grid, int) or self.n_grid < 3:
-            raise InputError(f"The 'n_grid' parameter of {where} must be an int >= 3. Got {self.n_grid}.")
+        x_p = check_samples(x_p, "x_p", where, min_n=2)
+        x_q = check_samples(x_q, "x_q", where, min_n=2, n_features=x_p.shape[1])
+        lip = check_scalar(self.lipschitz, "lipschitz", where, lo=0.0, closed="neither")
+        n_grid = check_scalar(self.n_grid, "n_grid", where, kind=int, lo=3)
+        if self.neighbors is not None:
+            check_scalar(self.neighbors, "neighbors", where, kind=int, lo=1)
+        n_rad = check_scalar(self.n_rademacher, "n_rademacher", where, kind=int, lo=0)
+        seed = check_random_seed(self.random_state, "random_state", where)
         delta = check_open_unit(self.delta, "delta", where)
         n, m = len(x_p), len(x_q)
         self.points_ = np.vstack([x_p, x_q])
         self.n_p_, self.n_q_ = n, m
-        self.edges_ = lipschitz_edges(self.points_, self._neighbors_for(n + m))
+        self.edges_ = _edges(self.points_, self._neighbors_for(n + m))
         self.mean_p_ = np.r_[np.full(n, 1.0 / n), np.zeros(m)]
         self.mean_q_ = np.r_[np.zeros(n), np.full(m, 1.0 / m)]
-        half = np.geomspace(1e-3, 0.5, max((self.n_grid - 2) // 2, 1))
+        half = np.geomspace(1e-3, 0.5, max((n_grid - 2) // 2, 1))
         self.grid_t_ = np.unique(np.r_[0.0, half, 1.0 - half, 1.0])
         values, slopes, witnesses = [], [], []
         for t in self.grid_t_:
-            v, f, lam = lipschitz_lp(
-                self.mean_q_, self.edges_, float(self.lipschitz), extra_row=self.mean_p_, extra_rhs=t
-            )
+            v, f, lam = _lp(self.mean_q_, self.edges_, lip, extra_row=self.mean_p_, extra_rhs=t)
             values.append(v)
             slopes.append(lam)
             witnesses.append(f)
         # the slope-1 supporting line: the bounded-Lipschitz IPM (Kantorovich-Rubinstein dual)
-        ipm_value, _, _ = lipschitz_lp(self.mean_q_ - self.mean_p_, self.edges_, float(self.lipschitz))
+        ipm_value, _, _ = _lp(self.mean_q_ - self.mean_p_, self.edges_, float(self.lipschitz))
         self.ipm_lp_ = ipm_value
         self.grid_v_ = np.asarray(values)
         self.witness_values_ = np.asarray(witnesses)
         self.line_slopes_ = np.r_[slopes, 1.0]
         self.line_intercepts_ = np.r_[self.grid_v_ - np.asarray(slopes) * self.grid_t_, ipm_value]
         self.domain_ = (0.0, 1.0)
-        if self.n_rademacher > 0:
-            rng = np.random.default_rng(self.random_state)
+        if n_rad > 0:
+            rng = np.random.default_rng(seed)
             self.eps_p_ = self._uniform_deviation(x_p, delta / 2, rng)
             self.eps_q_ = self._uniform_deviation(x_q, delta / 2, rng)
         else:
             self.eps_p_ = self.eps_q_ = float("nan")
         return self
 
-    def rademacher(self, x: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+    def rademacher(self, x: ArrayLike, rng: np.random.Generator | int | None) -> NDArray[np.float64]:
         """``sup_f (1/n) sum sigma_i f(x_i)`` for ``n_rademacher`` sign draws (one LP each)."""
+        where = "LipschitzBoundary.rademacher"
+        check_scalar(self.lipschitz, "lipschitz", where, lo=0.0, closed="neither")
+        n_rad = check_scalar(self.n_rademacher, "n_rademacher", where, kind=int, lo=0)
+        x = check_samples(x, "x", where, min_n=2)
+        rng = check_random_state(rng, "rng", where)
         n = len(x)
-        edges = lipschitz_edges(x, self._neighbors_for(n))
+        edges = _edges(x, self._neighbors_for(n))
         sups = []
-        for _ in range(self.n_rademacher):
+        for _ in range(n_rad):
             sigma = rng.choice([-1.0, 1.0], size=n) / n
-            sups.append(lipschitz_lp(sigma, edges, float(self.lipschitz))[0])
+            sups.append(_lp(sigma, edges, float(self.lipschitz))[0])
         return np.asarray(sups)
 
+    def _check_band(self) -> None:
+        if not np.isfinite(self.eps_p_):
+            raise InputError(
+                "This LipschitzBoundary was fit with n_rademacher=0, so it has no confidence "
+                "band; use boundary()/lower_boundary(), or refit with n_rademacher >= 1."
+            )
+
+    def upper(self, t: ArrayLike) -> float | NDArray[np.float64]:
+        self._check_fitted()
+        self._check_band()
+        return super().upper(t)
+
+    def lower(self, t: ArrayLike) -> float | NDArray[np.float64]:
+        self._check_fitted()
+        self._check_band()
+        return super().lower(t)
+
     def _uniform_deviation(self, x: NDArray, delta: float, rng: np.random.Generator) -> float:
-        n, k = len(x), self.n_rademacher
+        n, k = len(x), int(self.n_rademacher)
         r_hat = float(np.mean(self.rademacher(x, rng)))
         r_bound = r_hat + np.sqrt(2 * np.log(2 / delta) / (n * k))  # Monte Carlo, delta/2
         return float(2 * r_bound + 3 * np.sqrt(np.log(4 / delta) / (2 * n)))  # B-M, delta/2
@@ -223,13 +296,13 @@ class LipschitzBoundary(BoundaryEstimator):
         of X and agrees with the LP values on the pooled points (exact constraints).
         """
         self._check_fitted()
+        t = check_scalar(t, "t", "LipschitzBoundary.witness", lo=0.0, hi=1.0)
         k = int(np.searchsorted(self.grid_t_, t, side="right") - 1)
         k = max(k, 0)
         values, z, lip = self.witness_values_[k], self.points_, float(self.lipschitz)
 
         def f(x: ArrayLike) -> NDArray[np.float64]:
-            x = np.asarray(x, dtype=np.float64)
-            x = x[:, None] if x.ndim == 1 else x
+            x = check_samples(x, "x", "LipschitzBoundary.witness(...)", n_features=z.shape[1])
             dist = np.linalg.norm(x[:, None, :] - z[None, :, :], axis=-1)
             return np.clip(np.min(values[None, :] + lip * dist, axis=1), 0.0, 1.0)
 
@@ -238,9 +311,10 @@ class LipschitzBoundary(BoundaryEstimator):
     def ipm_lp(self, *, bounded: bool = True) -> float:
         """The IPM solved directly: bounded-Lipschitz (default) or ``L * W1`` (``bounded=False``)."""
         self._check_fitted()
+        check_choice(bounded, "bounded", (True, False), "LipschitzBoundary.ipm_lp")
         if bounded:
             return self.ipm_lp_
         edges = self.edges_
         if self.points_.shape[1] > 1 and len(edges[0]) < self.points_.shape[0] * (self.points_.shape[0] - 1) // 2:
             raise InputError("ipm_lp(bounded=False) needs exact (all-pairs) constraints; set neighbors=None.")
-        return lipschitz_lp(self.mean_q_ - self.mean_p_, edges, float(self.lipschitz), bounded=False)[0]
+        return _lp(self.mean_q_ - self.mean_p_, edges, float(self.lipschitz), bounded=False)[0]

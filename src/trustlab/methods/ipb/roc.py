@@ -31,8 +31,14 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from trustlab.core.errors import InputError
-from trustlab.core.validation import check_open_unit
-from trustlab.methods.ipb.base import BoundaryEstimator, check_samples
+from trustlab.core.validation import (
+    as_float_array,
+    check_choice,
+    check_open_unit,
+    check_samples,
+    check_scalar,
+)
+from trustlab.methods.ipb.base import BoundaryEstimator, check_random_seed
 from trustlab.stats import clopper_pearson
 
 __all__ = ["TestBoundary", "dkw_epsilon", "roc_hull", "roc_points", "upper_hull"]
@@ -40,8 +46,7 @@ __all__ = ["TestBoundary", "dkw_epsilon", "roc_hull", "roc_points", "upper_hull"
 
 def dkw_epsilon(n: int, delta: float) -> float:
     """Dvoretzky-Kiefer-Wolfowitz-Massart: ``P(sup |F_n - F| > eps) <= delta`` for this eps."""
-    if n < 1:
-        raise InputError(f"The 'n' parameter of dkw_epsilon must be >= 1. Got {n}.")
+    n = check_scalar(n, "n", "dkw_epsilon", kind=int, lo=1)
     delta = check_open_unit(delta, "delta", "dkw_epsilon")
     return float(np.sqrt(np.log(2.0 / delta) / (2.0 * n)))
 
@@ -51,8 +56,8 @@ def roc_points(s_p: ArrayLike, s_q: ArrayLike) -> tuple[NDArray[np.float64], NDA
 
     Higher scores mean "more like Q". FPR is the P mass of the test, TPR its Q mass.
     """
-    sp = np.sort(np.asarray(s_p, dtype=np.float64).ravel())
-    sq = np.sort(np.asarray(s_q, dtype=np.float64).ravel())
+    sp = np.sort(as_float_array(s_p, "s_p", "roc_points", ndim=1))
+    sq = np.sort(as_float_array(s_q, "s_q", "roc_points", ndim=1))
     cuts = np.unique(np.concatenate([sp, sq]))
     fpr = (sp.size - np.searchsorted(sp, cuts, side="left")) / sp.size
     tpr = (sq.size - np.searchsorted(sq, cuts, side="left")) / sq.size
@@ -65,8 +70,19 @@ def upper_hull(x: ArrayLike, y: ArrayLike) -> tuple[NDArray[np.float64], NDArray
     Written here because scipy's Qhull rejects the flat point sets that ROC curves often are
     (a useless score gives a diagonal); the chain is 15 lines and exact.
     """
-    x = np.asarray(x, dtype=np.float64).ravel()
-    y = np.asarray(y, dtype=np.float64).ravel()
+    x = as_float_array(x, "x", "upper_hull", ndim=1)
+    y = as_float_array(y, "y", "upper_hull", ndim=1)
+    if x.shape != y.shape:
+        raise InputError(
+            f"The 'x' and 'y' parameters of upper_hull must have one length. "
+            f"Got {x.size} and {y.size}."
+        )
+    return _upper_hull(x, y)
+
+
+def _upper_hull(
+    x: NDArray[np.float64], y: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     order = np.lexsort((y, x))
     xs, ys = x[order], y[order]
     # keep, for each x, only the highest point
@@ -87,7 +103,7 @@ def upper_hull(x: ArrayLike, y: ArrayLike) -> tuple[NDArray[np.float64], NDArray
 
 def _symmetric_hull(fpr: NDArray, tpr: NDArray) -> tuple[NDArray, NDArray]:
     """Upper hull of the points and their reflections through (1/2, 1/2), made nondecreasing."""
-    hx, hy = upper_hull(np.r_[fpr, 1 - fpr, 0.0, 1.0], np.r_[tpr, 1 - tpr, 0.0, 1.0])
+    hx, hy = _upper_hull(np.r_[fpr, 1 - fpr, 0.0, 1.0], np.r_[tpr, 1 - tpr, 0.0, 1.0])
     return hx, np.maximum.accumulate(hy)
 
 
@@ -107,7 +123,7 @@ def _one_score_per_point(
     scores: ArrayLike, n: int | None, name: str, where: str
 ) -> NDArray[np.float64]:
     """Scores as ``(n,)``: a second column is an error, never silently ignored."""
-    arr = np.asarray(scores, dtype=np.float64)
+    arr = as_float_array(scores, f"scores of {name}", where)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
     if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
@@ -169,16 +185,19 @@ class TestBoundary(BoundaryEstimator):
         self.random_state = random_state
 
     # -- fitting ------------------------------------------------------------------
+    def _check_settings(self) -> None:
+        where = self._NAME
+        check_open_unit(self.delta, "delta", where)
+        check_choice(self.band, "band", ("cp", "dkw"), where)
+        check_scalar(self.n_thresholds, "n_thresholds", where, kind=int, lo=2)
+        check_random_seed(self.random_state, "random_state", where)
+
     def fit(self, x_p: ArrayLike, x_q: ArrayLike) -> TestBoundary:
         """Train the score (unless given) and calibrate the boundary on held-out samples."""
         where = self._NAME
+        self._check_settings()
         x_p = check_samples(x_p, "x_p", where, min_n=4)
-        x_q = check_samples(x_q, "x_q", where, min_n=4)
-        if x_p.shape[1] != x_q.shape[1]:
-            raise InputError(
-                f"x_p and x_q of {where} must have the same number of features. "
-                f"Got {x_p.shape[1]} and {x_q.shape[1]}."
-            )
+        x_q = check_samples(x_q, "x_q", where, min_n=4, n_features=x_p.shape[1])
         if self.score is not None:
             if not callable(self.score):
                 raise InputError(
@@ -190,10 +209,8 @@ class TestBoundary(BoundaryEstimator):
                 _one_score_per_point(self.score(x_p), len(x_p), "x_p", where),
                 _one_score_per_point(self.score(x_q), len(x_q), "x_q", where),
             )
-        frac = self.train_fraction
-        if not 0.0 < frac < 1.0:
-            raise InputError(f"The 'train_fraction' parameter of {where} must be in (0, 1). Got {frac}.")
-        rng = np.random.default_rng(self.random_state)
+        frac = check_open_unit(self.train_fraction, "train_fraction", where)
+        rng = np.random.default_rng(check_random_seed(self.random_state, "random_state", where))
         ip, iq = rng.permutation(len(x_p)), rng.permutation(len(x_q))
         n_tp, n_tq = int(frac * len(x_p)), int(frac * len(x_q))
         if min(n_tp, n_tq, len(x_p) - n_tp, len(x_q) - n_tq) < 2:
@@ -206,6 +223,13 @@ class TestBoundary(BoundaryEstimator):
         else:
             from sklearn.base import clone
 
+            if not hasattr(model, "fit") or not (
+                hasattr(model, "decision_function") or hasattr(model, "predict_proba")
+            ):
+                raise InputError(
+                    f"The 'classifier' parameter of {where} must be a scikit-learn classifier "
+                    f"(fit, and decision_function or predict_proba). Got {type(model).__name__}."
+                )
             model = clone(model)
         x_train = np.vstack([x_p[ip[:n_tp]], x_q[iq[:n_tq]]])
         y_train = np.r_[np.zeros(n_tp), np.ones(n_tq)]
@@ -217,17 +241,12 @@ class TestBoundary(BoundaryEstimator):
     def fit_scores(self, s_p: ArrayLike, s_q: ArrayLike) -> TestBoundary:
         """Calibrate from scores of independent P and Q samples (the score fixed beforehand)."""
         where = self._NAME
+        self._check_settings()
         delta = check_open_unit(self.delta, "delta", where)
-        if self.band not in ("cp", "dkw"):
-            raise InputError(f"The 'band' parameter of {where} must be 'cp' or 'dkw'. Got {self.band!r}.")
-        s_p = _one_score_per_point(check_samples(s_p, "s_p", where), None, "s_p", where)
-        s_q = _one_score_per_point(check_samples(s_q, "s_q", where), None, "s_q", where)
-        if not isinstance(self.n_thresholds, int) or self.n_thresholds < 2:
-            raise InputError(
-                f"The 'n_thresholds' parameter of {where} must be an int >= 2. Got {self.n_thresholds}."
-            )
+        s_p = _one_score_per_point(check_samples(s_p, "s_p", where, min_n=2), None, "s_p", where)
+        s_q = _one_score_per_point(check_samples(s_q, "s_q", where, min_n=2), None, "s_q", where)
         # random tie-breaking: pooled ranks, so equal scores become a randomised test of F_s
-        rng = np.random.default_rng(self.random_state)
+        rng = np.random.default_rng(check_random_seed(self.random_state, "random_state", where))
         pooled = np.r_[s_p, s_q]
         ranks = np.empty(pooled.size)
         ranks[np.lexsort((rng.random(pooled.size), pooled))] = np.arange(pooled.size)
@@ -244,7 +263,7 @@ class TestBoundary(BoundaryEstimator):
 
     def _cp_band(self, r_p: NDArray, r_q: NDArray, delta: float) -> tuple[NDArray, NDArray]:
         n, m = r_p.size, r_q.size
-        half = np.geomspace(1, max(n / 2, 1), self.n_thresholds // 2)
+        half = np.geomspace(1, max(n / 2, 1), int(self.n_thresholds) // 2)
         ranks = np.unique(np.clip(np.round(np.r_[half, n + 1 - half]), 1, n).astype(int))
         k_thr = ranks.size
         tail = delta / (4 * k_thr)  # two tails on each of the two samples, K thresholds
@@ -261,7 +280,7 @@ class TestBoundary(BoundaryEstimator):
         # reflected points (1 - FPR, 1 - TPR) of the decreasing tests: FPR <= FPR_{j+1}, TPR >= TPR_j
         rx = np.r_[1 - fpr_hi, 0.0]
         ry = np.r_[1.0, 1 - tpr_lo]
-        hx, hy = upper_hull(np.r_[xs, rx, 1.0], np.r_[ys, ry, 1.0])
+        hx, hy = _upper_hull(np.r_[xs, rx, 1.0], np.r_[ys, ry, 1.0])
         return hx, np.maximum.accumulate(hy)
 
     # -- evaluation ---------------------------------------------------------------
