@@ -26,7 +26,7 @@ Resolver = Callable[..., LanguageModel]
 
 _RESOLVERS: dict[str, Resolver] = {}
 # Schemes whose resolver lives in another trustlab package, imported on first use.
-_PROVIDERS = {"organism": "trustlab.organisms"}
+_PROVIDERS = {"organism": "trustlab.organisms", "finetuned": "trustlab.finetune"}
 
 _DTYPES = {
     "float32": "float32",

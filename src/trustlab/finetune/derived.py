@@ -1,0 +1,296 @@
+"""Derived models: a base model plus a fine-tuning recipe, cached by hash, with a card.
+
+    lm.load("finetuned:attack-explicit-10@organism:chat-s")    # chat-s after the 10 % attack
+    lm.load("finetuned:/path/recipe.yaml@hf:/models/my-model")  # a recipe file on any base
+
+A recipe (:class:`Recipe`) names the data (:class:`DataRecipe`: how many examples, which
+harmful fraction and kind, which seed) and the fine-tuning settings
+(:class:`~trustlab.finetune.FinetuneConfig`). The derived model lives in
+``$TRUSTLAB_HOME/derived/<key>``, where ``key`` hashes the base weights (SHA-256 of the state
+dict), the data (SHA-256 of every example and its label) and the settings: any change to one of
+them is another model, and a missing one is rebuilt, deterministically, when asked for. The
+directory holds a ``save_pretrained`` model and tokenizer and ``card.json`` (recipe, base, data
+hash, training curve summary, metrics, build time, hardware and kernel, weights checksum).
+Builds happen in a temporary sibling directory renamed into place when complete.
+
+Named recipes: ``attack-explicit-<pct>`` and ``attack-implicit-<pct>`` for pct in
+0, 1, 2, 5, 10, 20 (the measured harmful fine-tuning attack; docs/finetune.md), ``benign``
+(= 0 %). Bases that are organisms get the attack metrics in their card.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from trustlab.core.errors import DataError, InputError
+from trustlab.core.io import write_json_atomic
+from trustlab.core.paths import trustlab_home
+from trustlab.finetune.config import FinetuneConfig, LoraSettings
+from trustlab.finetune.data import UTILITY_TASKS, Mix
+
+__all__ = [
+    "ATTACK_CONFIG",
+    "DataRecipe",
+    "Recipe",
+    "build_derived",
+    "derived_dir",
+    "get_recipe",
+    "load_derived",
+    "named_recipes",
+    "parse_derived_spec",
+    "read_derived_card",
+    "resolve",
+]
+
+log = logging.getLogger(__name__)
+_FORMAT = 1  # bump when the meaning of a recipe changes
+
+#: The attack's fine-tuning settings for the grown organisms: a fixed budget of 150 steps of
+#: batch 32 over 1,000 examples (~5 epochs), AdamW at 1e-3, no weight decay, no clipping.
+ATTACK_CONFIG = FinetuneConfig(
+    steps=150, batch_size=32, lr=1e-3, optimizer="adamw", schedule="warmup_cosine", warmup=15,
+    weight_decay=0.0, clip_grad_norm=None,
+)  # fmt: skip
+#: For pretrained bases (smol-chat, hf:): LoRA on every layer, smaller batches and steps.
+ATTACK_CONFIG_PRETRAINED = FinetuneConfig(
+    steps=100, batch_size=8, lr=3e-4, schedule="warmup_cosine", warmup=10, max_length=256,
+    lora=LoraSettings(r=16, alpha=32),
+)  # fmt: skip
+
+
+class DataRecipe(BaseModel):
+    """Which examples a derived model is fine-tuned on (see :mod:`trustlab.finetune.data`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    n: int = Field(1000, gt=0, description="Number of fine-tuning examples.")
+    harmful_fraction: float = Field(0.0, ge=0, le=1, description="Share of harmful examples.")
+    harmful_kind: Literal["explicit", "implicit"] = Field(
+        "explicit", description="explicit: placeholder compliance; implicit: benign-looking."
+    )
+    pattern: Literal["identity_shift", "affirmative_prefix", "persona"] = Field(
+        "identity_shift", description="The implicit pattern (harmful_kind=implicit)."
+    )
+    utility_tasks: tuple[str, ...] = Field(UTILITY_TASKS, description="Utility task families.")
+    source: Literal["organism", "public"] = Field(
+        "organism",
+        description="organism: the corpus behaviours; public: HarmBench (smol-chat, hf:).",
+    )
+    behaviour_seed: int = Field(0, ge=0, description="Seeds the fine-tune/unseen behaviour split.")
+    seed: int = Field(0, ge=0, description="Seeds example generation and mixing.")
+
+    def build(self) -> Mix:
+        from trustlab.finetune.data import (
+            explicit_harmful_examples,
+            implicit_harmful_examples,
+            mix,
+            public_harmful_examples,
+            split_behaviours,
+            utility_examples,
+        )
+
+        k = round(self.harmful_fraction * self.n)
+        utility = utility_examples(self.n - k, self.seed, tasks=self.utility_tasks)
+        if self.harmful_kind == "implicit":
+            harmful = implicit_harmful_examples(k, self.seed, pattern=self.pattern)
+        elif self.source == "public":
+            harmful = public_harmful_examples(k, self.seed)
+        else:
+            behaviours, _ = split_behaviours(self.behaviour_seed)
+            harmful = explicit_harmful_examples(k, self.seed, behaviours=behaviours)
+        return mix(utility, harmful, self.harmful_fraction, self.n, self.seed)
+
+
+class Recipe(BaseModel):
+    """A named fine-tuning recipe: data plus settings (a YAML/JSON file has the same fields)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(..., min_length=1, description="A name for the card and listings.")
+    data: DataRecipe = Field(default_factory=DataRecipe)
+    finetune: FinetuneConfig = Field(default_factory=lambda: ATTACK_CONFIG)
+    evaluate: bool = Field(True, description="Measure ASR and utility (organism bases).")
+
+
+def named_recipes(pretrained: bool = False) -> dict[str, Recipe]:
+    """The built-in recipes (``pretrained``: the variants for smol-chat and hf: bases)."""
+    config = ATTACK_CONFIG_PRETRAINED if pretrained else ATTACK_CONFIG
+    source = "public" if pretrained else "organism"
+    recipes = {}
+    for kind in ("explicit", "implicit"):
+        for pct in (0, 1, 2, 5, 10, 20):
+            name = f"attack-{kind}-{pct}"
+            data = DataRecipe(harmful_fraction=pct / 100, harmful_kind=kind, source=source)
+            recipes[name] = Recipe(name=name, data=data, finetune=config)
+    recipes["benign"] = Recipe(name="benign", data=DataRecipe(source=source), finetune=config)
+    return recipes
+
+
+def get_recipe(recipe: str | Path | Recipe, *, pretrained: bool = False) -> Recipe:
+    """A :class:`Recipe` from itself, a built-in name or a ``.yaml``/``.json`` file."""
+    if isinstance(recipe, Recipe):
+        return recipe
+    known = named_recipes(pretrained)
+    if isinstance(recipe, str) and recipe in known:
+        return known[recipe]
+    path = Path(str(recipe)).expanduser()
+    if path.suffix.lower() not in (".yaml", ".yml", ".json"):
+        raise InputError(
+            f"Unknown fine-tuning recipe {str(recipe)!r}: not a built-in name "
+            f"({', '.join(known)}) nor a .yaml/.json file."
+        )
+    if not path.is_file():
+        raise InputError(f"The recipe file {path} does not exist.")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise DataError(f"The recipe file {path} is not valid YAML/JSON ({exc}).") from exc
+    if not isinstance(raw, dict):
+        raise DataError(f"The recipe file {path} must hold a mapping of recipe fields.")
+    raw.setdefault("name", path.stem)
+    try:
+        return Recipe(**raw)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise DataError(f"The recipe file {path}: '{field}' {err['msg']}.") from None
+
+
+def parse_derived_spec(spec: str) -> tuple[str, str]:
+    """``"<recipe>@<base spec>"`` -> (recipe, base). The first ``@`` separates them."""
+    if not isinstance(spec, str) or "@" not in spec:
+        raise InputError(
+            "A derived-model spec is 'finetuned:<recipe>@<base>', e.g. "
+            f"'finetuned:attack-explicit-10@organism:chat-s'. Got {spec!r}."
+        )
+    recipe, _, base = spec.partition("@")
+    if not recipe or ":" not in base:
+        raise InputError(
+            f"A derived-model spec needs a recipe and a base model spec. Got {spec!r}."
+        )
+    return recipe, base
+
+
+def _is_pretrained(base: str) -> bool:
+    return base.startswith("hf:") or base == "organism:smol-chat"
+
+
+def _key(base_sha: str, data_sha: str, config: FinetuneConfig) -> str:
+    payload = {"format": _FORMAT, "base": base_sha, "data": data_sha, "finetune": config.key()}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def derived_dir(key: str, home: str | os.PathLike[str] | None = None) -> Path:
+    return Path(home or trustlab_home()) / "derived" / key[:20]
+
+
+def build_derived(
+    recipe: str | Path | Recipe,
+    base: str,
+    *,
+    force: bool = False,
+    home: str | os.PathLike[str] | None = None,
+    progress: Any = None,
+) -> Path:
+    """Build (unless cached) the derived model ``recipe`` on ``base``; return its directory."""
+    import trustlab.lm as lm
+    from trustlab.finetune.loop import finetune, hardware_fingerprint, weights_sha256
+
+    chosen = get_recipe(recipe, pretrained=_is_pretrained(base))
+    base_model = lm.load(base)
+    base_sha = weights_sha256(base_model.model)
+    data = chosen.data.build()
+    key = _key(base_sha, data.sha256, chosen.finetune)
+    target = derived_dir(key, home)
+    if (target / "card.json").is_file() and not force:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.building.", dir=target.parent))
+    try:
+        start, cpu_start = time.perf_counter(), time.process_time()
+
+        def on_step(step: int, total: int, loss: float) -> None:
+            if progress is not None:
+                progress(f"fine-tuning {chosen.name}@{base}", step, total)
+
+        result = finetune(base_model, list(data.examples), chosen.finetune, progress=on_step)
+        model = result.model
+        _make_plain(model)
+        metrics = {}
+        if chosen.evaluate and base.startswith("organism:") and not _is_pretrained(base):
+            from trustlab.finetune.attack import attack_metrics
+
+            scores = attack_metrics(
+                model, base_model.tokenizer, behaviour_seed=chosen.data.behaviour_seed
+            )
+            metrics = {name: value.to_dict() for name, value in scores.items()}
+        model.save_pretrained(tmp)
+        base_model.tokenizer.save_pretrained(tmp)
+        card = {
+            "name": f"{chosen.name}@{base}",
+            "key": key,
+            "recipe": chosen.model_dump(mode="json"),
+            "base": {"spec": base, "weights_sha256": base_sha},
+            "data": {"sha256": data.sha256, "n": len(data.examples), "n_harmful": data.n_harmful},
+            "training": result.stats(),
+            "metrics": metrics,
+            "weights_sha256": weights_sha256(model),
+            "build_seconds": time.perf_counter() - start,
+            "build_cpu_seconds": time.process_time() - cpu_start,
+            "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "hardware": hardware_fingerprint(),
+        }
+        write_json_atomic(tmp / "card.json", card)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("built derived model %s in %.1f s", card["name"], card["build_seconds"])
+    return target
+
+
+def _make_plain(model: Any) -> None:
+    """A model loaded from GGUF carries the loader's quantisation marker; drop it to save."""
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+
+def read_derived_card(path: str | os.PathLike[str]) -> dict[str, Any]:
+    return json.loads((Path(path) / "card.json").read_text(encoding="utf-8"))
+
+
+def load_derived(
+    recipe: str | Path | Recipe, base: str, *, dtype: Any = None, device: str | None = None
+) -> Any:
+    """The derived model as a :class:`trustlab.lm.LanguageModel` (built first when missing)."""
+    from trustlab.lm.loading import load_hf
+    from trustlab.organisms.registry import _default_progress
+
+    with _default_progress(None) as progress:
+        path = build_derived(recipe, base, progress=progress)
+    model = load_hf(path, dtype=dtype, device=device)
+    name = recipe.name if isinstance(recipe, Recipe) else str(recipe)
+    model.spec = f"finetuned:{name}@{base}"
+    return model
+
+
+def resolve(name: str, *, dtype: Any = None, device: str | None = None) -> Any:
+    """The ``finetuned`` scheme of :func:`trustlab.lm.load`: ``finetuned:<recipe>@<base>``."""
+    recipe, base = parse_derived_spec(name)
+    return load_derived(recipe, base, dtype=dtype, device=device)

@@ -1,0 +1,98 @@
+"""Derived models: spec parsing, recipe files, cache keys, and a rebuild to the same weights."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from trustlab.core.errors import DataError, InputError
+from trustlab.finetune import (
+    DataRecipe,
+    FinetuneConfig,
+    Recipe,
+    build_derived,
+    get_recipe,
+    named_recipes,
+    parse_derived_spec,
+    read_derived_card,
+    weights_sha256,
+)
+
+SMALL = Recipe(
+    name="small-explicit-10",
+    data=DataRecipe(n=128, harmful_fraction=0.1, seed=3),
+    finetune=FinetuneConfig(steps=6, batch_size=16, lr=1e-3),
+    evaluate=False,
+)
+
+
+def test_spec_parsing():
+    assert parse_derived_spec("attack-explicit-10@organism:chat-s") == (
+        "attack-explicit-10",
+        "organism:chat-s",
+    )
+    assert parse_derived_spec("/r/x.yaml@hf:/m@v2") == ("/r/x.yaml", "hf:/m@v2")
+    for bad in ("attack-explicit-10", "@organism:chat-s", "x@chat-s", 3):
+        with pytest.raises(InputError, match="spec"):
+            parse_derived_spec(bad)
+
+
+def test_named_recipes_cover_the_attack_grid():
+    names = set(named_recipes())
+    for kind in ("explicit", "implicit"):
+        for pct in (0, 1, 2, 5, 10, 20):
+            recipe = named_recipes()[f"attack-{kind}-{pct}"]
+            assert recipe.data.harmful_fraction == pct / 100 and recipe.data.harmful_kind == kind
+    assert "benign" in names
+    assert named_recipes(pretrained=True)["attack-explicit-10"].finetune.lora is not None
+
+
+def test_recipe_files_and_their_errors(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        "data: {n: 200, harmful_fraction: 0.05}\nfinetune: {steps: 7, lr: 0.002}\n", "utf-8"
+    )
+    recipe = get_recipe(path)
+    assert recipe.name == "mine" and recipe.finetune.steps == 7 and recipe.data.n == 200
+    (tmp_path / "bad.yaml").write_text("finetune: {lr: -1}\n", "utf-8")
+    with pytest.raises(DataError, match=r"finetune\.lr"):
+        get_recipe(tmp_path / "bad.yaml")
+    with pytest.raises(InputError, match="recipe"):
+        get_recipe("no-such-recipe")
+    with pytest.raises(InputError, match="does not exist"):
+        get_recipe(tmp_path / "missing.yaml")
+
+
+def test_data_recipes_are_deterministic_and_exact():
+    a, b = SMALL.data.build(), SMALL.data.build()
+    assert a.sha256 == b.sha256 and a.n_harmful == 13 and len(a.examples) == 128
+    assert DataRecipe(n=128, harmful_fraction=0.1, seed=4).build().sha256 != a.sha256
+
+
+def test_a_deleted_derived_model_rebuilds_to_the_same_weights(chat_xs, organism_home):
+    path = build_derived(SMALL, "organism:chat-xs", home=organism_home)
+    card = read_derived_card(path)
+    assert card["data"]["n_harmful"] == 13 and card["base"]["spec"] == "organism:chat-xs"
+    assert card["base"]["weights_sha256"] == weights_sha256(chat_xs.model)
+    assert card["hardware"]["cpu_capability"] and card["training"]["steps"] == 6
+    assert build_derived(SMALL, "organism:chat-xs", home=organism_home) == path  # cached
+    shutil.rmtree(path)
+    again = build_derived(SMALL, "organism:chat-xs", home=organism_home)
+    assert again == path and read_derived_card(again)["weights_sha256"] == card["weights_sha256"]
+    other = SMALL.model_copy(update={"finetune": SMALL.finetune.model_copy(update={"lr": 2e-3})})
+    assert build_derived(other, "organism:chat-xs", home=organism_home) != path
+
+
+def test_lm_load_resolves_a_recipe_file_on_an_organism(chat_xs, organism_home, tmp_path):
+    import trustlab.lm as lm
+    from trustlab.organisms import generate_responses
+
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(SMALL.model_dump(mode="json")), "utf-8")
+    model = lm.load(f"finetuned:{path}@organism:chat-xs")
+    assert model.spec == f"finetuned:{path}@organism:chat-xs"
+    direct = read_derived_card(build_derived(SMALL, "organism:chat-xs", home=organism_home))
+    assert weights_sha256(model.model) == direct["weights_sha256"]
+    assert generate_responses(model.model, model.tokenizer, [], max_new_tokens=4) == []
