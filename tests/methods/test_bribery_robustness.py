@@ -134,7 +134,7 @@ def test_time_limit_reports_bounds_not_a_wrong_number(monkeypatch):
     real = rob.solve_exact
 
     def stopped(*args, **kwargs):
-        sol = real(*args, **kwargs)
+        sol = real(*args, **{**kwargs, "time_limit": 60})  # the incumbent, whatever the load
         return ExactSolution(sol.chosen, sol.cost, sol.cost - 1.5, sol.lp_bound, "time_limit",
                              False, 1.5 / sol.cost, sol.solve_time)
 
@@ -145,7 +145,7 @@ def test_time_limit_reports_bounds_not_a_wrong_number(monkeypatch):
     assert r.lower_bound == exact.k - 1.5 < r.k == r.upper_bound
 
     def nothing(*args, **kwargs):
-        sol = real(*args, **kwargs)
+        sol = real(*args, **{**kwargs, "time_limit": 60})
         return ExactSolution((), None, 2.0, sol.lp_bound, "time_limit", False, np.inf, 0.05)
 
     monkeypatch.setattr(rob, "solve_exact", nothing)

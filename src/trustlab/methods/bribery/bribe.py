@@ -13,12 +13,14 @@ passed together), at a per-dataset, per-shift cost.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import as_float_array, check_scalar
+from trustlab.methods.bribery.rules import _as_scores, check_target
 
 __all__ = ["DEFAULT_MARGIN", "BribeModel", "apply_bribe", "shift_options", "shift_scores"]
 
@@ -40,19 +42,29 @@ class BribeModel:
     ceiling: float | Sequence[float] | None = None
 
     def __post_init__(self) -> None:
-        if not np.isfinite(self.margin) or self.margin < 0:
-            raise InputError(f"The 'margin' of a BribeModel must be finite and >= 0. Got {self.margin}.")
+        margin = check_scalar(self.margin, "margin", "BribeModel", lo=0.0)
+        object.__setattr__(self, "margin", margin)
+        if self.ceiling is not None:
+            ceil = as_float_array(self.ceiling, "ceiling", "BribeModel", ndim=(0, 1))
+            object.__setattr__(self, "ceiling", float(ceil) if ceil.ndim == 0 else tuple(ceil))
 
     def bribed_matrix(self, scores: np.ndarray) -> np.ndarray:
         """W[t, d]: the score target ``t`` would have on ``d`` after bribing ``d`` (NaN where the
         target has no score), for every model at once."""
-        s = np.asarray(scores, dtype=float)
+        s = _as_scores(scores, "BribeModel.bribed_matrix")
+        return self._bribed(s)
+
+    def _bribed(self, s: np.ndarray) -> np.ndarray:
         n, m = s.shape
         present = ~np.isnan(s)
         if self.ceiling is not None:
-            ceil = np.broadcast_to(np.asarray(self.ceiling, dtype=float), (m,))
-            if ceil.shape != (m,):
-                raise InputError(f"The 'ceiling' must be a scalar or have {m} values.")
+            ceil = np.asarray(self.ceiling, dtype=float)
+            if ceil.ndim == 1 and ceil.shape != (m,):
+                raise InputError(
+                    f"The 'ceiling' of a BribeModel must be one number or {m} (one per dataset). "
+                    f"Got {ceil.shape[0]}."
+                )
+            ceil = np.broadcast_to(ceil, (m,))
             w = np.maximum(s, ceil[None, :])
             return np.where(present, w, np.nan)
         filled = np.where(present, s, -np.inf)
@@ -70,14 +82,15 @@ class BribeModel:
 
     def bribed_values(self, scores: np.ndarray, target: int) -> np.ndarray:
         """The target's score on each dataset after bribing it (NaN where missing)."""
-        s = np.asarray(scores, dtype=float)
-        row = self.bribed_matrix(s)[target]
-        return row
+        s = _as_scores(scores, "BribeModel.bribed_values")
+        target = check_target(target, s.shape[0], "BribeModel.bribed_values")
+        return self._bribed(s)[target]
 
     def bribable(self, scores: np.ndarray, target: int) -> np.ndarray:
         """Boolean mask of datasets where a bribe changes the target's score."""
-        s = np.asarray(scores, dtype=float)
-        w = self.bribed_values(s, target)
+        s = _as_scores(scores, "BribeModel.bribable")
+        target = check_target(target, s.shape[0], "BribeModel.bribable")
+        w = self._bribed(s)[target]
         with np.errstate(invalid="ignore"):
             return ~np.isnan(w) & (w > s[target])
 
@@ -86,20 +99,40 @@ def apply_bribe(
     scores: np.ndarray, target: int, datasets: Sequence[int], model: BribeModel | None = None
 ) -> np.ndarray:
     """A copy of ``scores`` with ``target`` bribed on the given dataset indices."""
-    s = np.array(scores, dtype=float, copy=True)
+    where = "apply_bribe"
+    s = _as_scores(scores, where).copy()
+    target = check_target(target, s.shape[0], where)
+    if model is not None and not isinstance(model, BribeModel):
+        raise InputError(f"The 'model' parameter of {where} must be a BribeModel. Got {type(model).__name__}.")
     model = model or BribeModel()
-    w = model.bribed_values(s, target)
-    idx = np.asarray(list(datasets), dtype=int)
+    w = model._bribed(s)[target]
+    idx = _dataset_indices(datasets, s.shape[1], where)
     if idx.size:
         ok = ~np.isnan(s[target, idx])
         s[target, idx[ok]] = w[idx[ok]]
     return s
 
 
+def _dataset_indices(datasets: object, m: int, where: str) -> np.ndarray:
+    """Distinct dataset indices in ``[0, m)`` (a negative index would wrap around silently)."""
+    if isinstance(datasets, str) or not isinstance(datasets, Iterable):
+        raise InputError(
+            f"The 'datasets' parameter of {where} must be dataset indices. Got {datasets!r}."
+        )
+    idx = np.array(
+        [check_scalar(d, "datasets", where, kind=int, lo=0, hi=m - 1) for d in datasets], dtype=int
+    )
+    if np.unique(idx).size != idx.size:
+        raise InputError(f"The 'datasets' parameter of {where} names a dataset twice.")
+    return idx
+
+
 def shift_options(scores: np.ndarray, target: int, margin: float = DEFAULT_MARGIN) -> list[np.ndarray]:
     """For each dataset, the target's score after shifting it up k = 1, 2, ... positions
     (distinct score levels above it; tied models are passed together)."""
-    s = np.asarray(scores, dtype=float)
+    s = _as_scores(scores, "shift_options")
+    target = check_target(target, s.shape[0], "shift_options")
+    margin = check_scalar(margin, "margin", "shift_options", lo=0.0)
     out = []
     for d in range(s.shape[1]):
         v = s[target, d]
@@ -119,11 +152,28 @@ def shift_scores(
     margin: float = DEFAULT_MARGIN,
 ) -> np.ndarray:
     """A copy of ``scores`` with the target shifted ``shifts[d]`` positions up on dataset ``d``."""
-    s = np.array(scores, dtype=float, copy=True)
+    where = "shift_scores"
+    s = _as_scores(scores, where).copy()
+    target = check_target(target, s.shape[0], where)
     opts = shift_options(s, target, margin)
-    items = shifts.items() if isinstance(shifts, Mapping) else enumerate(shifts)
+    if isinstance(shifts, Mapping):
+        items = list(shifts.items())
+    elif isinstance(shifts, str) or not isinstance(shifts, Sequence | np.ndarray):
+        raise InputError(
+            f"The 'shifts' parameter of {where} must map dataset index -> positions, or list one "
+            f"count per dataset. Got {type(shifts).__name__}."
+        )
+    else:
+        if len(shifts) != s.shape[1]:
+            raise InputError(
+                f"The 'shifts' parameter of {where} must list {s.shape[1]} counts (one per "
+                f"dataset). Got {len(shifts)}."
+            )
+        items = list(enumerate(shifts))
     for d, k in items:
-        if k <= 0:
+        d = check_scalar(d, "shifts (dataset index)", where, kind=int, lo=0, hi=s.shape[1] - 1)
+        k = check_scalar(k, "shifts (positions)", where, kind=int, lo=0)
+        if k == 0:
             continue
         if k > len(opts[d]):
             raise InputError(

@@ -27,9 +27,13 @@ from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from trustlab.core.errors import InputError, SolverError
+from trustlab.core.validation import as_float_array, check_scalar
 from trustlab.methods.bribery.rules import (
     TIE_RTOL,
+    _as_scores,
+    check_margins,
     check_rule,
+    check_target,
     mean_scores,
     pairwise_margins,
     target_margins,
@@ -50,6 +54,24 @@ class Options:
     value: np.ndarray
     cost: np.ndarray
 
+    def __post_init__(self) -> None:
+        where = "Options"
+        d = as_float_array(self.dataset, "dataset", where, ndim=1, allow_empty=True)
+        v = as_float_array(self.value, "value", where, ndim=1, allow_empty=True)
+        c = as_float_array(self.cost, "cost", where, ndim=1, allow_empty=True)
+        if not (d.shape == v.shape == c.shape):
+            raise InputError(
+                f"The 'dataset', 'value' and 'cost' of {where} must have one length. "
+                f"Got {d.size}, {v.size}, {c.size}."
+            )
+        if d.size and (np.any(d != np.round(d)) or d.min() < 0):
+            raise InputError(f"The 'dataset' of {where} must hold dataset indices >= 0.")
+        if np.any(c < 0):
+            raise InputError(f"The 'cost' of {where} must be >= 0.")
+        object.__setattr__(self, "dataset", d.astype(np.int64))
+        object.__setattr__(self, "value", v)
+        object.__setattr__(self, "cost", c)
+
 
 @dataclass(frozen=True)
 class ExactSolution:
@@ -65,6 +87,20 @@ class ExactSolution:
 
 def build_options(w: np.ndarray, v: np.ndarray, cost: np.ndarray | None = None) -> Options:
     """Unit-cost top bribes: one option per dataset where the bribed value ``w`` beats ``v``."""
+    where = "build_options"
+    w = as_float_array(w, "w", where, ndim=1, allow_empty=True, allow_nonfinite=True)
+    v = as_float_array(v, "v", where, ndim=1, allow_empty=True, allow_nonfinite=True)
+    if w.shape != v.shape or np.isinf(w).any() or np.isinf(v).any():
+        raise InputError(
+            f"The 'w' and 'v' parameters of {where} must be one finite-or-NaN value per dataset, "
+            f"of one length. Got {w.size} and {v.size}."
+        )
+    if cost is not None:
+        cost = as_float_array(cost, "cost", where, ndim=1)
+        if cost.shape != w.shape or np.any(cost < 0):
+            raise InputError(
+                f"The 'cost' parameter of {where} must be {w.size} numbers >= 0 (one per dataset)."
+            )
     with np.errstate(invalid="ignore"):
         ok = ~np.isnan(w) & ~np.isnan(v) & (w > v)
     d = np.flatnonzero(ok)
@@ -253,10 +289,20 @@ def solve_exact(
 ) -> ExactSolution:
     """Minimum-cost set of options making ``target`` the unique winner under ``rule`` (0/1 ILP,
     HiGHS through ``scipy.optimize.milp``). At most one option per dataset."""
+    where = "solve_exact"
     check_rule(rule, EXACT_RULES)
-    if time_limit <= 0:
-        raise InputError(f"The 'time_limit' must be > 0 seconds. Got {time_limit}.")
-    s = np.asarray(scores, dtype=float)
+    time_limit = check_scalar(time_limit, "time_limit", where, lo=0.0, closed="neither")
+    s = _as_scores(scores, where)
+    target = check_target(target, s.shape[0], where)
+    if not isinstance(opts, Options):
+        raise InputError(
+            f"The 'opts' parameter of {where} must be Options (see build_options). "
+            f"Got {type(opts).__name__}."
+        )
+    if opts.dataset.size and opts.dataset.max() >= s.shape[1]:
+        raise InputError(f"The options of {where} name a dataset past the table's {s.shape[1]}.")
+    if margins is not None:
+        margins = check_margins(margins, s.shape[0], where)
     P = opts.dataset.size
     t0 = time.perf_counter()
     if rule == "copeland":

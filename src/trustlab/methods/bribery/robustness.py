@@ -24,14 +24,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import as_float_array, check_scalar
 from trustlab.methods.bribery.bribe import BribeModel, apply_bribe, shift_options
 from trustlab.methods.bribery.exact import EXACT_RULES, Options, build_options, solve_exact
 from trustlab.methods.bribery.rules import (
     RULES,
     TIE_RTOL,
+    _as_scores,
+    _is_unique_winner,
     aggregate,
+    check_margins,
     check_rule,
-    is_unique_winner,
+    check_target,
     mean_scores,
     median_scores,
     pairwise_margins,
@@ -127,24 +131,37 @@ class RobustnessProfile:
 
 
 # ------------------------------------------------------------------- shared helpers
-def _scores_and_names(scores) -> tuple[np.ndarray, tuple[str, ...], tuple[str, ...]]:
-    s = np.asarray(getattr(scores, "scores", scores), dtype=float)
-    if s.ndim != 2 or s.shape[0] < 2 or s.shape[1] < 1:
+def _scores_and_names(scores, where: str = "robustness") -> tuple[np.ndarray, tuple[str, ...], tuple[str, ...]]:
+    s = _as_scores(scores, where)
+    if s.shape[0] < 2 or s.shape[1] < 1:
         raise InputError(
-            f"Robustness needs a score matrix with at least 2 models and 1 dataset. Got {s.shape}."
+            f"The 'scores' parameter of {where} must have at least 2 models and 1 dataset. "
+            f"Got {s.shape}."
         )
     models = tuple(getattr(scores, "models", [f"m{i}" for i in range(s.shape[0])]))
     datasets = tuple(getattr(scores, "datasets", [f"d{j}" for j in range(s.shape[1])]))
     return s, models, datasets
 
 
-def _target_index(scores, target: int | str) -> int:
-    if hasattr(scores, "model_index"):
+def _target_index(scores, target: int | str, where: str = "robustness") -> int:
+    if hasattr(scores, "model_index") and isinstance(target, str):
         return scores.model_index(target)
-    n = np.asarray(scores).shape[0]
-    if not isinstance(target, (int, np.integer)) or not 0 <= int(target) < n:
-        raise InputError(f"Target must be a model index in [0, {n}). Got {target!r}.")
-    return int(target)
+    n = len(getattr(scores, "models", ())) or np.shape(getattr(scores, "scores", scores))[0]
+    return check_target(target, n, where, getattr(scores, "models", None))
+
+
+def _check_time_limit(time_limit: float, where: str) -> float:
+    return check_scalar(time_limit, "time_limit", where, lo=0.0, closed="neither")
+
+
+def _check_model(model: BribeModel | None, where: str) -> BribeModel:
+    if model is None:
+        return BribeModel()
+    if not isinstance(model, BribeModel):
+        raise InputError(
+            f"The 'model' parameter of {where} must be a BribeModel. Got {type(model).__name__}."
+        )
+    return model
 
 
 def is_winner(
@@ -156,6 +173,16 @@ def is_winner(
     ``margins``: optional pairwise margins of a table that differs from ``scores`` only in the
     target's row (e.g. before a bribe); makes the Copeland check O(n·m) instead of O(n²·m)."""
     check_rule(rule, ALL_RULES)
+    scores, _, _ = _scores_and_names(scores, "is_winner")
+    target = check_target(target, scores.shape[0], "is_winner")
+    if margins is not None:
+        margins = check_margins(margins, scores.shape[0], "is_winner")
+    return _is_winner(scores, target, rule, margins)
+
+
+def _is_winner(
+    scores: np.ndarray, target: int, rule: str, margins: np.ndarray | None = None
+) -> bool:
     if rule == "condorcet":
         row = np.delete(target_margins(scores, target), target)
         return bool(np.all(row > 0))
@@ -166,8 +193,8 @@ def is_winner(
         new = -row
         c2 = c2 - (1 + np.sign(old)) + (1 + np.sign(new))
         c2[target] = int((2 * (row > 0) + (row == 0)).sum()) - 1
-        return is_unique_winner(c2.astype(float), target)
-    return is_unique_winner(aggregate(scores, rule), target)
+        return _is_unique_winner(c2.astype(float), target)
+    return _is_unique_winner(aggregate(scores, rule), target)
 
 
 def _thresholds(agg: np.ndarray) -> np.ndarray:
@@ -188,8 +215,8 @@ def mean_robustness_all(
     scores, model: BribeModel | None = None
 ) -> tuple[np.ndarray, list[tuple[int, ...]]]:
     """Robustness of every model under the arithmetic mean (greedy by largest gain, optimal)."""
-    s, _, _ = _scores_and_names(scores)
-    model = model or BribeModel()
+    s, _, _ = _scores_and_names(scores, "mean_robustness_all")
+    model = _check_model(model, "mean_robustness_all")
     agg = mean_scores(s)
     thr = _thresholds(agg)
     W = model.bribed_matrix(s)
@@ -208,8 +235,8 @@ def mean_robustness_all(
 
 def median_robustness_all(scores, model: BribeModel | None = None) -> np.ndarray:
     """Robustness of every model under the median (exact count, see module docstring)."""
-    s, _, _ = _scores_and_names(scores)
-    model = model or BribeModel()
+    s, _, _ = _scores_and_names(scores, "median_robustness_all")
+    model = _check_model(model, "median_robustness_all")
     agg = median_scores(s)
     T = _thresholds(agg)
     W = model.bribed_matrix(s)
@@ -313,7 +340,23 @@ def robustness(
     check_rule(rule, ALL_RULES)
     s, models, datasets = _scores_and_names(scores)
     t = _target_index(scores, target)
-    model = model or BribeModel()
+    model = _check_model(model, "robustness")
+    time_limit = _check_time_limit(time_limit, "robustness")
+    if margins is not None:
+        margins = check_margins(margins, s.shape[0], "robustness")
+    return _robustness(s, models, datasets, t, rule, model, time_limit, margins)
+
+
+def _robustness(
+    s: np.ndarray,
+    models: tuple[str, ...],
+    datasets: tuple[str, ...],
+    t: int,
+    rule: str,
+    model: BribeModel,
+    time_limit: float,
+    margins: np.ndarray | None,
+) -> BribeResult:
     m = s.shape[1]
     t0 = time.perf_counter()
     common = {"target": t, "target_name": models[t], "rule": rule, "n_datasets": m}
@@ -328,7 +371,7 @@ def robustness(
                            reason="the target has no dataset shared with another model")
     if rule == "copeland" and margins is None:
         margins = pairwise_margins(s)
-    if is_winner(s, t, rule, margins=margins):
+    if _is_winner(s, t, rule, margins=margins):
         return BribeResult(**common, k=0, datasets=(), feasible=True, optimal=True, lower_bound=0,
                            upper_bound=0, method="check", verified=True, status="optimal",
                            reason="already the unique winner")
@@ -359,7 +402,7 @@ def robustness(
                            upper_bound=np.inf if infeasible else float(m), method=method,
                            status="infeasible" if infeasible else status, reason=reason,
                            solve_time=elapsed)
-    verified = is_winner(apply_bribe(s, t, chosen, model), t, rule, margins=margins)
+    verified = _is_winner(apply_bribe(s, t, chosen, model), t, rule, margins=margins)
     k = len(chosen)
     return BribeResult(**common, k=k, datasets=tuple(datasets[d] for d in chosen), feasible=True,
                        optimal=optimal and verified, lower_bound=float(k if lb is None else lb),
@@ -404,11 +447,24 @@ def robustness_all(
 ) -> RobustnessProfile:
     """Robustness of many targets (default: all). Mean and median are vectorised; the ILP rules
     solve one program per target (``progress`` wraps that loop, e.g. a progress bar)."""
+    where = "robustness_all"
     check_rule(rule, ALL_RULES)
-    s, models, datasets = _scores_and_names(scores)
-    model = model or BribeModel()
+    s, models, datasets = _scores_and_names(scores, where)
+    model = _check_model(model, where)
+    time_limit = _check_time_limit(time_limit, where)
+    if progress is not None and not callable(progress):
+        raise InputError(f"The 'progress' parameter of {where} must be callable or None.")
     n = s.shape[0]
-    tg = np.arange(n) if targets is None else np.asarray(list(targets), dtype=int)
+    if targets is None:
+        tg = np.arange(n)
+    else:
+        if isinstance(targets, str) or not isinstance(targets, Iterable):
+            raise InputError(
+                f"The 'targets' parameter of {where} must be model indices. Got {targets!r}."
+            )
+        tg = np.array([check_target(t, n, where) for t in targets], dtype=int)
+        if np.unique(tg).size != tg.size:
+            raise InputError(f"The 'targets' parameter of {where} repeats a model.")
     if rule in POLYNOMIAL_RULES:
         t0 = time.perf_counter()
         if rule == "mean":
@@ -434,7 +490,7 @@ def robustness_all(
     sets: list[tuple[int, ...]] = []
     it = progress(range(len(tg))) if progress else range(len(tg))
     for i in it:
-        r = robustness(s, int(tg[i]), rule, model=model, time_limit=time_limit, margins=margins)
+        r = _robustness(s, models, datasets, int(tg[i]), rule, model, time_limit, margins)
         k[i] = np.inf if not r.feasible else (np.nan if r.k is None else r.k)
         lo[i], hi[i], opt[i], times[i] = r.lower_bound, r.upper_bound, r.optimal, r.solve_time
         sets.append(r.dataset_indices)
@@ -450,10 +506,12 @@ def brute_force_robustness(
     max_datasets: int = 16,
 ) -> BribeResult:
     """Enumerate bribe sets by size; the first that makes ``target`` win is optimal."""
+    where = "brute_force_robustness"
     check_rule(rule, ALL_RULES)
-    s, models, datasets = _scores_and_names(scores)
-    model = model or BribeModel()
-    t = int(target)
+    s, models, datasets = _scores_and_names(scores, where)
+    model = _check_model(model, where)
+    t = _target_index(scores, target, where)
+    max_datasets = check_scalar(max_datasets, "max_datasets", where, kind=int, lo=0)
     m = s.shape[1]
     bribable = np.flatnonzero(model.bribable(s, t))
     if bribable.size > max_datasets:
@@ -465,7 +523,7 @@ def brute_force_robustness(
     t0 = time.perf_counter()
     for k in range(bribable.size + 1):
         for combo in itertools.combinations(bribable.tolist(), k):
-            if is_winner(apply_bribe(s, t, combo, model), t, rule):
+            if _is_winner(apply_bribe(s, t, combo, model), t, rule):
                 return BribeResult(**common, k=k, datasets=tuple(datasets[d] for d in combo),
                                    feasible=True, optimal=True, lower_bound=k, upper_bound=k,
                                    method="brute-force", verified=True, dataset_indices=combo,
@@ -487,15 +545,15 @@ def greedy_robustness(
     which is why :func:`robustness` solves those exactly. ``k`` is never below the optimum.
     """
     check_rule(rule, ALL_RULES)
-    s, models, datasets = _scores_and_names(scores)
-    t = _target_index(scores, target)
-    model = model or BribeModel()
+    s, models, datasets = _scores_and_names(scores, "greedy_robustness")
+    t = _target_index(scores, target, "greedy_robustness")
+    model = _check_model(model, "greedy_robustness")
     common = {"target": t, "target_name": models[t], "rule": rule, "n_datasets": s.shape[1]}
     t0 = time.perf_counter()
     left = set(np.flatnonzero(model.bribable(s, t)).tolist())
     chosen: list[int] = []
     cur = s
-    while not is_winner(cur, t, rule):
+    while not _is_winner(cur, t, rule):
         if not left:
             return BribeResult(**common, k=None, datasets=(), feasible=False, optimal=False,
                                lower_bound=0.0, upper_bound=np.inf, method="greedy",
@@ -515,17 +573,32 @@ def greedy_robustness(
 
 
 # ------------------------------------------------------------------- shift bribery
-def _shift_costs(cost, opts_per_d: Sequence[np.ndarray]) -> list[np.ndarray]:
+def _shift_costs(cost, opts_per_d: Sequence[np.ndarray], where: str) -> list[np.ndarray]:
+    m = len(opts_per_d)
+    arr = None
+    if not callable(cost):
+        arr = as_float_array(cost, "cost", where, ndim=(1, 2))
+        longest = max((lv.size for lv in opts_per_d), default=0)
+        if arr.shape[0] != m or (arr.ndim == 2 and arr.shape[1] < longest):
+            raise InputError(
+                f"The 'cost' parameter of {where} must be one price per dataset ({m},) or a "
+                f"table ({m}, >= {longest}) of the cost of each shift. Got shape {arr.shape}."
+            )
     out = []
     for d, levels in enumerate(opts_per_d):
         ks = np.arange(1, levels.size + 1)
-        if callable(cost):
-            c = np.array([float(cost(d, int(k))) for k in ks])
+        if arr is None:
+            try:
+                c = np.array([float(cost(d, int(k))) for k in ks])
+            except (TypeError, ValueError) as exc:
+                raise InputError(
+                    f"The 'cost' callable of {where} must return a number for (dataset, shift). "
+                    f"Got an error: {exc}"
+                ) from None
         else:
-            arr = np.asarray(cost, dtype=float)
             c = arr[d] * ks if arr.ndim == 1 else arr[d, : ks.size]
         if np.any(c < 0) or np.any(~np.isfinite(c)):
-            raise InputError(f"Shift costs must be finite and >= 0 (dataset {d}).")
+            raise InputError(f"The shift costs of {where} must be finite and >= 0 (dataset {d}).")
         out.append(c)
     return out
 
@@ -543,16 +616,18 @@ def min_cost_shift_bribery(
     ``cost(d, k)`` (callable), ``cost[d] * k`` (per-dataset unit prices) or ``cost[d, k-1]``
     (table); default: one unit per position. Exact ILP for mean, mwr, borda, copeland,
     condorcet (effects are additive); median is not supported here (use brute force)."""
+    where = "min_cost_shift_bribery"
     check_rule(rule, EXACT_RULES)
-    s, models, datasets = _scores_and_names(scores)
-    t = _target_index(scores, target)
+    s, models, datasets = _scores_and_names(scores, where)
+    t = _target_index(scores, target, where)
+    time_limit = _check_time_limit(time_limit, where)
     levels = shift_options(s, t, margin)
-    costs = _shift_costs(np.ones(s.shape[1]) if cost is None else cost, levels)
+    costs = _shift_costs(np.ones(s.shape[1]) if cost is None else cost, levels, where)
     d_idx = np.concatenate([np.full(lv.size, d) for d, lv in enumerate(levels)]).astype(int)
     k_idx = np.concatenate([np.arange(1, lv.size + 1) for lv in levels]).astype(int)
     opts = Options(d_idx, np.concatenate(levels), np.concatenate(costs))
     common = {"target": t, "target_name": models[t], "rule": rule, "n_datasets": s.shape[1]}
-    if is_winner(s, t, rule):
+    if _is_winner(s, t, rule):
         return BribeResult(**common, k=0.0, datasets=(), feasible=True, optimal=True,
                            lower_bound=0.0, upper_bound=0.0, method="check", verified=True)
     sol = solve_exact(s, t, rule, opts, time_limit=time_limit)
@@ -567,7 +642,7 @@ def min_cost_shift_bribery(
     new = s.copy()
     for o in sol.chosen:
         new[t, d_idx[o]] = opts.value[o]
-    verified = is_winner(new, t, rule)
+    verified = _is_winner(new, t, rule)
     return BribeResult(**common, k=sol.cost, datasets=tuple(datasets[d] for d in sorted(shifts)),
                        feasible=True, optimal=sol.optimal and verified, lower_bound=sol.lower_bound,
                        upper_bound=sol.cost, method="ilp", status=sol.status, verified=verified,
@@ -578,9 +653,12 @@ def min_cost_shift_bribery(
 def brute_force_shift_bribery(scores, target: int, rule: str, cost=None, *,
                               margin: float = 1e-6) -> float | None:
     """Minimum shift-bribery cost by enumerating every shift vector (tiny instances only)."""
-    s, _, _ = _scores_and_names(scores)
+    where = "brute_force_shift_bribery"
+    check_rule(rule, EXACT_RULES)
+    s, _, _ = _scores_and_names(scores, where)
+    target = _target_index(scores, target, where)
     levels = shift_options(s, target, margin)
-    costs = _shift_costs(np.ones(s.shape[1]) if cost is None else cost, levels)
+    costs = _shift_costs(np.ones(s.shape[1]) if cost is None else cost, levels, where)
     best = None
     for ks in itertools.product(*[range(lv.size + 1) for lv in levels]):
         c = sum(costs[d][k - 1] for d, k in enumerate(ks) if k > 0)
@@ -590,6 +668,6 @@ def brute_force_shift_bribery(scores, target: int, rule: str, cost=None, *,
         for d, k in enumerate(ks):
             if k > 0:
                 new[target, d] = levels[d][k - 1]
-        if is_winner(new, target, rule):
+        if _is_winner(new, target, rule):
             best = c
     return best

@@ -25,6 +25,7 @@ from typing import Literal
 import numpy as np
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import as_float_array, check_choice, check_scalar
 
 __all__ = [
     "RULES",
@@ -49,23 +50,61 @@ RULES: tuple[str, ...] = ("mean", "median", "mwr", "borda", "copeland")
 TIE_RTOL = 1e-9
 
 
-def _as_scores(scores: np.ndarray) -> np.ndarray:
-    arr = np.asarray(getattr(scores, "scores", scores), dtype=float)
-    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise InputError(f"Scores must be a non-empty 2-D array (models × datasets). Got {arr.shape}.")
+def _as_scores(scores: np.ndarray, where: str = "") -> np.ndarray:
+    """A models x datasets float matrix (a Leaderboard or an array); NaN marks a missing score."""
+    where = where or "the bribery rules"
+    arr = as_float_array(
+        getattr(scores, "scores", scores), "scores", where, ndim=2, allow_nonfinite=True
+    )
+    if np.isinf(arr).any():
+        raise InputError(
+            f"The 'scores' parameter of {where} must be finite or NaN (missing). "
+            f"Got {int(np.isinf(arr).sum())} infinite value(s)."
+        )
     return arr
 
 
 def check_rule(rule: str, allowed: tuple[str, ...] = RULES) -> str:
-    if rule not in allowed:
-        raise InputError(f"Unknown aggregation rule '{rule}'. Choose one of: {', '.join(allowed)}.")
+    if not isinstance(rule, str) or rule not in allowed:
+        raise InputError(f"Unknown aggregation rule {rule!r}. Choose one of: {', '.join(allowed)}.")
     return rule
+
+
+def check_target(target: object, n: int, where: str, models: tuple[str, ...] | None = None) -> int:
+    """A model index in ``[0, n)`` (or, with ``models``, a model name)."""
+    if isinstance(target, str):
+        if models is not None and target in models:
+            return models.index(target)
+        raise InputError(
+            f"The 'target' parameter of {where} must be a model index in [0, {n})"
+            + (" or a model name" if models is not None else "")
+            + f". Got {target!r}."
+        )
+    return check_scalar(target, "target", where, kind=int, lo=0, hi=n - 1)
+
+
+def check_margins(margins: object, n: int, where: str) -> np.ndarray:
+    """Pairwise margins as :func:`pairwise_margins` returns them (an ``(n, n)`` integer matrix)."""
+    if isinstance(margins, np.ndarray) and margins.shape == (n, n) and margins.dtype.kind == "i":
+        if not np.array_equal(margins, -margins.T):
+            raise InputError(
+                f"The 'margins' parameter of {where} must be antisymmetric (M[i, j] = -M[j, i]) "
+                "as pairwise_margins returns it."
+            )
+        return margins
+    arr = as_float_array(margins, "margins", where, ndim=2)
+    if arr.shape != (n, n) or np.any(arr != np.round(arr)) or np.any(arr != -arr.T):
+        raise InputError(
+            f"The 'margins' parameter of {where} must be the ({n}, {n}) antisymmetric integer "
+            f"matrix pairwise_margins returns. Got shape {arr.shape}."
+        )
+    return arr.astype(np.int64)
 
 
 def wins2(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per (model, dataset): twice the number of other models beaten (a tie counts 1), and the
     number of models with a score on each dataset. Missing cells get 0 wins."""
-    s = _as_scores(scores)
+    s = _as_scores(scores, "wins2")
     n, m = s.shape
     out = np.zeros((n, m), dtype=np.int64)
     present = ~np.isnan(s)
@@ -81,7 +120,8 @@ def wins2(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mean_scores(scores: np.ndarray) -> np.ndarray:
-    s = _as_scores(scores)
+    """Mean of each model's non-missing scores (NaN for a model with none)."""
+    s = _as_scores(scores, "mean_scores")
     present = ~np.isnan(s)
     total = np.where(present, s, 0.0).sum(axis=1)
     cnt = present.sum(axis=1)
@@ -90,7 +130,8 @@ def mean_scores(scores: np.ndarray) -> np.ndarray:
 
 
 def median_scores(scores: np.ndarray) -> np.ndarray:
-    s = _as_scores(scores)
+    """Median of each model's non-missing scores (NaN for a model with none)."""
+    s = _as_scores(scores, "median_scores")
     out = np.full(s.shape[0], np.nan)
     ok = (~np.isnan(s)).any(axis=1)
     if ok.any():
@@ -101,12 +142,11 @@ def median_scores(scores: np.ndarray) -> np.ndarray:
 def mean_win_rate(scores: np.ndarray, ties: Literal["half", "loss", "win"] = "half") -> np.ndarray:
     """HELM mean win rate (see module docstring). ``ties``: how a tied pair counts ("half" is
     HELM's rule; "loss"/"win" bracket it, useful when scores were rounded)."""
-    s = _as_scores(scores)
+    s = _as_scores(scores, "mean_win_rate")
+    check_choice(ties, "ties", ("half", "loss", "win"), "mean_win_rate")
     w2, counts = wins2(s)
     present = ~np.isnan(s)
     if ties != "half":
-        if ties not in ("loss", "win"):
-            raise InputError(f"The 'ties' parameter must be 'half', 'loss' or 'win'. Got '{ties}'.")
         tie_count = np.zeros_like(w2)
         for d in range(s.shape[1]):
             mask = present[:, d]
@@ -131,7 +171,7 @@ def borda_scores(scores: np.ndarray) -> np.ndarray:
 
 def pairwise_margins(scores: np.ndarray) -> np.ndarray:
     """M[i, j] = #datasets with i above j − #datasets with j above i (pairs with a NaN abstain)."""
-    s = _as_scores(scores)
+    s = _as_scores(scores, "pairwise_margins")
     n, m = s.shape
     dtype = np.int16 if m < 32000 else np.int32
     out = np.zeros((n, n), dtype=dtype)
@@ -149,21 +189,24 @@ def pairwise_margins(scores: np.ndarray) -> np.ndarray:
 
 def target_margins(scores: np.ndarray, target: int) -> np.ndarray:
     """Row ``target`` of :func:`pairwise_margins` in O(n·m)."""
-    s = _as_scores(scores)
+    s = _as_scores(scores, "target_margins")
+    target = check_target(target, s.shape[0], "target_margins")
     diff = np.sign(s[target][None, :] - s)
     return np.nansum(diff, axis=1).astype(np.int64)
 
 
 def copeland_scores(scores: np.ndarray, margins: np.ndarray | None = None) -> np.ndarray:
     """Copeland score: pairwise-majority wins + ½ pairwise ties."""
-    M = pairwise_margins(scores) if margins is None else margins
+    s = _as_scores(scores, "copeland_scores")
+    M = pairwise_margins(s) if margins is None else check_margins(margins, s.shape[0], "copeland_scores")
     c2 = 2 * (M > 0).sum(axis=1) + (M == 0).sum(axis=1) - 1  # the diagonal is a "tie" with itself
     return c2 / 2.0
 
 
 def condorcet_winner(scores: np.ndarray, margins: np.ndarray | None = None) -> int | None:
     """The model beating every other in pairwise majority, or None."""
-    M = pairwise_margins(scores) if margins is None else margins
+    s = _as_scores(scores, "condorcet_winner")
+    M = pairwise_margins(s) if margins is None else check_margins(margins, s.shape[0], "condorcet_winner")
     n = M.shape[0]
     wins = (M > 0).sum(axis=1)
     hit = np.flatnonzero(wins == n - 1)
@@ -173,6 +216,7 @@ def condorcet_winner(scores: np.ndarray, margins: np.ndarray | None = None) -> i
 def aggregate(scores: np.ndarray, rule: str) -> np.ndarray:
     """One aggregate per model under ``rule`` (higher is better; NaN = no score at all)."""
     check_rule(rule)
+    scores = _as_scores(scores, "aggregate")
     if rule == "mean":
         return mean_scores(scores)
     if rule == "median":
@@ -190,7 +234,19 @@ def _threshold(values: np.ndarray) -> float:
 
 def is_unique_winner(agg: np.ndarray, target: int) -> bool:
     """True when ``agg[target]`` is strictly above every other model's aggregate (see TIE_RTOL)."""
-    agg = np.asarray(agg, dtype=float)
+    agg = _aggregates(agg, "is_unique_winner")
+    target = check_target(target, agg.size, "is_unique_winner")
+    return _is_unique_winner(agg, target)
+
+
+def _aggregates(agg: object, where: str) -> np.ndarray:
+    arr = as_float_array(agg, "agg", where, ndim=1, allow_nonfinite=True)
+    if np.isinf(arr).any():
+        raise InputError(f"The 'agg' parameter of {where} must be finite or NaN (no score).")
+    return arr
+
+
+def _is_unique_winner(agg: np.ndarray, target: int) -> bool:
     if np.isnan(agg[target]):
         return False
     others = np.delete(agg, target)
@@ -202,8 +258,8 @@ def is_unique_winner(agg: np.ndarray, target: int) -> bool:
 
 def unique_winner(agg: np.ndarray) -> int | None:
     """Index of the unique winner of an aggregate vector, or None if the top is tied."""
-    agg = np.asarray(agg, dtype=float)
+    agg = _aggregates(agg, "unique_winner")
     if np.isnan(agg).all():
         return None
     best = int(np.nanargmax(agg))
-    return best if is_unique_winner(agg, best) else None
+    return best if _is_unique_winner(agg, best) else None

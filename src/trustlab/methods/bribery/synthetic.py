@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 from trustlab.datasets.leaderboards import Leaderboard
+from trustlab.stats import check_random_state
 
 __all__ = ["synthetic_leaderboard"]
 
@@ -29,13 +30,12 @@ def synthetic_leaderboard(
     ``rank``: number of latent ability factors (1 = a single "g" factor). ``n_items``: items per
     dataset (BBH tasks have about 250).
     """
-    if n_models < 2 or n_datasets < 1:
-        raise InputError(
-            f"A synthetic leaderboard needs >= 2 models and >= 1 dataset. Got {n_models}×{n_datasets}."
-        )
-    if rank < 1 or n_items < 1:
-        raise InputError(f"'rank' and 'n_items' must be >= 1. Got rank={rank}, n_items={n_items}.")
-    rng = rng if rng is not None else np.random.default_rng(0)
+    where = "synthetic_leaderboard"
+    n_models = check_scalar(n_models, "n_models", where, kind=int, lo=2)
+    n_datasets = check_scalar(n_datasets, "n_datasets", where, kind=int, lo=1)
+    rank = check_scalar(rank, "rank", where, kind=int, lo=1)
+    n_items = check_scalar(n_items, "n_items", where, kind=int, lo=1)
+    rng = check_random_state(0 if rng is None else rng, "rng", where)
     theta = rng.standard_normal((n_models, rank))
     first = np.abs(rng.normal(1.2, 0.3, size=(n_datasets, 1)))  # every task loads on general ability
     rest = rng.normal(0.0, 0.5, size=(n_datasets, rank - 1))
