@@ -149,10 +149,10 @@ def test_bad_arguments_raise_one_line_errors():
         SparseAutoencoder(4, 8, "gated")  # type: ignore[arg-type]
     with pytest.raises(InputError, match="'k'"):
         SparseAutoencoder(4, 8, "topk", k=9)
-    with pytest.raises(InputError, match="d_in=4"):
+    with pytest.raises(InputError, match="last dimension 4"):
         SparseAutoencoder(4, 8, "relu").encode(torch.zeros(3, 5))
-    with pytest.raises(InputError, match="k <= d_sae"):
-        SAETrainer(TrainConfig(d_sae=4, k=5)).fit(torch.zeros(10, 3))
+    with pytest.raises(InputError, match="'k' parameter of TrainConfig must be <= d_sae=4"):
+        TrainConfig(d_sae=4, k=5)
     with pytest.raises(NotFittedError, match="fit"):
         _ = SAETrainer().sae
 
@@ -173,16 +173,23 @@ def test_l0_and_dead_latents():
 
 
 def test_trainer_tracks_dead_latents():
+    """Half the latents start with an encoder bias of -100, so they can never fire (no AuxK to
+    revive them): the trainer must mark exactly those dead, and they are silent on the data."""
     x = torch.randn(2000, 8, generator=gen(12))
-    tr = SAETrainer(TrainConfig(architecture="topk", d_sae=64, k=1, n_steps=60, dead_after=500))
-    tr.fit(x, generator=gen(13))
+    init = SparseAutoencoder(8, 64, "topk", k=1, generator=gen(13))
+    with torch.no_grad():
+        init.b_enc[:32] = -100.0
+    cfg = TrainConfig(architecture="topk", d_sae=64, k=1, n_steps=60, dead_after=500,
+                      auxk_alpha=0.0)
+    tr = SAETrainer(cfg).fit(x, generator=gen(13), init_sae=init)
     z, _ = reconstruct(tr.sae_, x)
-    never = dead_latent_fraction(z)
-    assert tr.dead_mask_.dtype == torch.bool and tr.dead_mask_.shape == (64,)
-    assert tr.history_[-1]["dead_fraction"] == pytest.approx(float(tr.dead_mask_.double().mean()))
-    # latents silent on all data are dead in the trainer's tracking too
     silent = (z != 0).sum(0) == 0
-    assert never == 0 or bool(tr.dead_mask_[silent].all())
+    assert tr.dead_mask_.dtype == torch.bool and tr.dead_mask_.shape == (64,)
+    assert bool(silent[:32].all()) and bool(tr.dead_mask_[:32].all())
+    assert int(tr.dead_mask_.sum()) < 64  # the others fire
+    assert bool(tr.dead_mask_[silent].all())  # silent on all data => dead in the trainer too
+    assert tr.history_[-1]["dead_fraction"] == pytest.approx(float(tr.dead_mask_.double().mean()))
+    assert dead_latent_fraction(z) >= 0.5
 
 
 @pytest.mark.parametrize(
@@ -425,3 +432,17 @@ def test_idempotency_loss_helps_at_matched_sparsity_and_fvu_over_seeds(synthetic
     assert ci.high < 0, (ci, d_err)
     assert d_fvu.mean() < 0.05, d_fvu
     assert all(abs(r[3.0][2] - r[0.0][2]) < 0.1 for r in rows)
+
+
+def test_the_run_seed_reaches_the_chat_corpus():
+    """--seed seeds the corpus the experiment's prompts come from (before, it was fixed at 0);
+    seed 0 keeps the organisms' own corpus, so the default run is unchanged."""
+    from trustlab.methods.sae_idempotency.experiment import _prompts
+    from trustlab.organisms import build_chat_corpus
+
+    zero, again, three = _prompts(30, 0), _prompts(30, 0), _prompts(30, 3)
+    assert zero == again and zero != three
+    train0 = {ex.prompt for ex in build_chat_corpus(seed=0, n_train=100).train}
+    train3 = {ex.prompt for ex in build_chat_corpus(seed=3, n_train=100).train}
+    assert train0 != train3
+    assert sum(any(p in text for p in train3 - train0) for text in three) > 0

@@ -11,14 +11,16 @@ plus the norm-trajectory plot and the idempotency-vs-FVU Pareto plot.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import asdict, replace
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
 from trustlab.core.errors import ConfigError
+from trustlab.core.figures import add_alt_text, new_figure
 from trustlab.core.runtime import Threads, torch_runtime
 from trustlab.methods.sae_idempotency.idempotency import diagnose
 from trustlab.methods.sae_idempotency.io import load_activations, load_saelens
@@ -33,6 +35,9 @@ from trustlab.methods.sae_idempotency.synthetic import sparse_feature_data
 from trustlab.methods.sae_idempotency.train import SAETrainer, TrainConfig, normalization_scale
 
 ArchName = Literal["relu", "topk", "batchtopk", "jumprelu"]
+
+#: The experiment's training defaults (the library's, with a smaller dictionary and run).
+_TRAIN = TrainConfig(d_sae=384, k=8, n_steps=800)
 
 
 class SAEIdempotencyConfig(ExperimentConfig):
@@ -64,16 +69,13 @@ class SAEIdempotencyConfig(ExperimentConfig):
     lambdas: list[float] = Field(
         [0.0, 1.0, 10.0], min_length=1, description="Idempotency-loss weights λ (0 = none)."
     )
-    idempotency_grad: Literal["reencode", "full"] = Field(
-        "reencode", description="Which terms of λ‖E(D(z)) − z‖² get gradients (see docs)."
+    train: TrainConfig = Field(
+        _TRAIN, description="SAE training (TrainConfig: d_sae, k, l1_coefficient, "
+        "l0_coefficient, bandwidth, initial_threshold, sparsity_warmup_fraction, "
+        "unit_norm_decoder, auxk_alpha, auxk_k, dead_after, idempotency_grad, lr, batch_size, "
+        "n_steps, grad_clip, log_every); architecture and idempotency_lambda are set per cell "
+        "from 'architectures' and 'lambdas'."
     )
-    d_sae: int = Field(384, ge=2, description="Dictionary size (latents).")
-    k: int = Field(8, ge=1, description="Active latents per token for TopK and BatchTopK.")
-    l1_coefficient: float = Field(1.0, ge=0.0, description="ReLU SAE's L1 weight λ_L1.")
-    l0_coefficient: float = Field(1.0, ge=0.0, description="JumpReLU SAE's L0 weight λ_L0.")
-    n_steps: int = Field(800, ge=1, description="Training steps per SAE.")
-    batch_size: int = Field(256, ge=1, description="Tokens per training step.")
-    lr: float = Field(3e-3, gt=0.0, description="Adam learning rate.")
     eval_fraction: float = Field(
         0.2, gt=0.0, lt=1.0, description="Share of tokens held out for every metric."
     )
@@ -100,12 +102,29 @@ class SAEIdempotencyConfig(ExperimentConfig):
         "model": "organism:chat-xs",
         "n_prompts": 300,
         "lambdas": [0.0, 3.0],
-        "d_sae": 256,
-        "n_steps": 250,
+        "train": {"d_sae": 256, "n_steps": 250},
         "max_eval_tokens": 1500,
         "delta_loss_prompts": 24,
         "synthetic_tokens": 8000,
     }
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nested_defaults(cls, data: Any) -> Any:
+        """A partial 'train' mapping (--set train.lr=1e-3, the quick preset) fills in from the
+        experiment's defaults, not the library's."""
+        if isinstance(data, dict) and isinstance(data.get("train"), dict):
+            data = {**data, "train": {**asdict(_TRAIN), **data["train"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> SAEIdempotencyConfig:
+        if self.train.architecture != _TRAIN.architecture or self.train.idempotency_lambda:
+            raise ValueError("architecture and λ are chosen per cell: set 'architectures' and "
+                             "'lambdas', not 'train.architecture' or 'train.idempotency_lambda'")
+        if self.source == "file" and not self.activations_file:
+            raise ValueError("source=file needs activations_file=<path>")
+        return self
 
     @field_validator("lambdas")
     @classmethod
@@ -123,9 +142,11 @@ class SAEIdempotencyConfig(ExperimentConfig):
 
 
 def _prompts(n: int, seed: int) -> list[str]:
+    """``n`` chat-corpus conversations: the corpus is generated from ``seed`` (the run's
+    ``--seed``; seed 0 is the corpus the organisms were trained on) and sampled with it."""
     from trustlab.organisms import build_chat_corpus, format_chat
 
-    corpus = build_chat_corpus(seed=0, n_train=max(100, n))
+    corpus = build_chat_corpus(seed=seed, n_train=max(100, n))
     examples = corpus.train
     order = np.random.default_rng(seed).permutation(len(examples))[:n]
     return [
@@ -153,8 +174,6 @@ def _activations(config: SAEIdempotencyConfig, ctx: RunContext) -> dict[str, Any
                 f"{name}` to use real ones; the first build takes about a minute)."
             )
     if source == "file":
-        if not config.activations_file:
-            raise ConfigError("source=file needs activations_file=<path>.")
         x = load_activations(config.activations_file, config.activations_key)
         return {"x": x, "desc": f"activations from {config.activations_file}", "model": None}
     if source == "synthetic":
@@ -162,7 +181,7 @@ def _activations(config: SAEIdempotencyConfig, ctx: RunContext) -> dict[str, Any
             config.synthetic_tokens,
             config.synthetic_d,
             config.synthetic_features,
-            p_active=min(1.0, 2.0 * config.k / config.synthetic_features),
+            p_active=min(1.0, 2.0 * config.train.k / config.synthetic_features),
             noise=0.01,
             generator=ctx.torch_generator("synthetic"),
         )
@@ -170,7 +189,8 @@ def _activations(config: SAEIdempotencyConfig, ctx: RunContext) -> dict[str, Any
             "x": data.x,
             "desc": f"synthetic: {config.synthetic_features} random unit features in "
             f"{config.synthetic_d} dims, each firing with probability "
-            f"{min(1.0, 2.0 * config.k / config.synthetic_features):.3f}, magnitudes U(0.5, 1.5), "
+            f"{min(1.0, 2.0 * config.train.k / config.synthetic_features):.3f}, magnitudes "
+            "U(0.5, 1.5), "
             "noise std 0.01",
             "model": None,
         }
@@ -196,18 +216,7 @@ def _activations(config: SAEIdempotencyConfig, ctx: RunContext) -> dict[str, Any
 
 
 def _train_config(config: SAEIdempotencyConfig, arch: str, lam: float) -> TrainConfig:
-    return TrainConfig(
-        architecture=arch,  # type: ignore[arg-type]
-        d_sae=config.d_sae,
-        k=config.k,
-        l1_coefficient=config.l1_coefficient,
-        l0_coefficient=config.l0_coefficient,
-        idempotency_lambda=lam,
-        idempotency_grad=config.idempotency_grad,
-        lr=config.lr,
-        batch_size=config.batch_size,
-        n_steps=config.n_steps,
-    )
+    return replace(config.train, architecture=arch, idempotency_lambda=lam)
 
 
 def _row(sae: Any, x_eval: torch.Tensor, config: SAEIdempotencyConfig) -> tuple[dict, Any]:
@@ -225,8 +234,6 @@ def _row(sae: Any, x_eval: torch.Tensor, config: SAEIdempotencyConfig) -> tuple[
 @register("sae-idempotency", config=SAEIdempotencyConfig)
 def run(config: SAEIdempotencyConfig, ctx: RunContext) -> Report:
     report = ctx.report
-    if config.k > config.d_sae:
-        raise ConfigError(f"k must be <= d_sae={config.d_sae}. Got {config.k}.")
     with torch_runtime(config.threads, deterministic=True):
         with ctx.stage("activations"):
             src = _activations(config, ctx)
@@ -246,6 +253,7 @@ def run(config: SAEIdempotencyConfig, ctx: RunContext) -> Report:
         model = src.get("model")
         dl_prompts = src.get("prompts", [])[: config.delta_loss_prompts] if model else []
         cells = [(a, lam) for a in config.architectures for lam in config.lambdas]
+        clean_loss: float | None = None
         with ctx.stage("train and evaluate SAEs"):
             for arch, lam in ctx.progress(cells, description="SAEs"):
                 gen = ctx.torch_generator(f"sae-{arch}")  # same init and batches across λ
@@ -268,7 +276,7 @@ def run(config: SAEIdempotencyConfig, ctx: RunContext) -> Report:
                     f"External SAE {config.external_sae} ({ext.architecture}, d_sae={ext.d_sae}) "
                     "was evaluated on the unscaled held-out activations."
                 )
-    _report(report, config, rows, trajectories, dl_prompts, locals().get("clean_loss"))
+    _report(report, config, rows, trajectories, dl_prompts, clean_loss)
     return report
 
 
@@ -356,7 +364,7 @@ def _report(
         "Training: Adam, unit-norm decoder rows (gradient projected onto the sphere), AuxK "
         "dead-latent loss (α=1/32, k_aux=d_in/2) for TopK/BatchTopK, linear sparsity warm-up over "
         "10% of steps and learning-rate decay over the last 20%. The idempotency loss is "
-        f"λ‖E(D(z))−z‖² with idempotency_grad={config.idempotency_grad!r}. Every λ of one "
+        f"λ‖E(D(z))−z‖² with idempotency_grad={config.train.idempotency_grad!r}. Every λ of one "
         "architecture starts from the same initialisation and sees the same batches."
     )
     report.figure(
@@ -374,10 +382,9 @@ def _report(
 
 
 def _trajectory_figure(trajectories: dict, config: SAEIdempotencyConfig):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.0, 4.0))
     lam0, lam_max = min(config.lambdas), max(config.lambdas)
+    fig, axes = new_figure(size=(6.0, 4.0))
+    ax = axes[0, 0]
     for i, arch in enumerate([*config.architectures, "external"]):
         for lam, style in ((lam0, "-"), (lam_max, "--")):
             traj = trajectories.get((arch, lam if arch != "external" else 0.0))
@@ -389,14 +396,15 @@ def _trajectory_figure(trajectories: dict, config: SAEIdempotencyConfig):
     ax.set_xlabel("iteration t")
     ax.set_ylabel("mean ‖z_t‖")
     ax.legend(fontsize=7)
-    fig.tight_layout()
+    add_alt_text(fig, f"Line chart (log scale) of the mean latent norm over {config.n_iter} "
+                      f"iterations of x -> D(E(x)) for {', '.join(config.architectures)} at "
+                      f"lambda {lam0:g} (solid) and {lam_max:g} (dashed).")
     return fig
 
 
 def _pareto_figure(rows: list[dict], config: SAEIdempotencyConfig):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    fig, axes = new_figure(size=(6.0, 4.0))
+    ax = axes[0, 0]
     for i, arch in enumerate(config.architectures):
         part = [r for r in rows if r["architecture"] == arch]
         ax.plot(
@@ -411,5 +419,7 @@ def _pareto_figure(rows: list[dict], config: SAEIdempotencyConfig):
     ax.set_xlabel("FVU")
     ax.set_ylabel("re-encoding error ‖E(D(z))−z‖/‖z‖")
     ax.legend(fontsize=7)
-    fig.tight_layout()
+    add_alt_text(fig, "Scatter of re-encoding error against FVU, one line per architecture "
+                      f"({', '.join(config.architectures)}) through lambda "
+                      f"{', '.join(f'{lam:g}' for lam in config.lambdas)}; lower left is better.")
     return fig

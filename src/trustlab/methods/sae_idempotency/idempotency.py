@@ -22,7 +22,13 @@ import numpy as np
 import torch
 
 from trustlab.core.errors import InputError
-from trustlab.methods.sae_idempotency.metrics import EncoderDecoder, _eval_mode
+from trustlab.core.validation import check_scalar
+from trustlab.methods.sae_idempotency.metrics import (
+    EncoderDecoder,
+    _eval_mode,
+    check_codes,
+    prepare,
+)
 
 __all__ = [
     "IdempotencyDiagnostics",
@@ -39,18 +45,12 @@ __all__ = [
 TRAJECTORY_KINDS = ("converges", "explodes", "collapses", "cycles", "drifts")
 
 
-def _check(x: torch.Tensor) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] == 0:
-        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise InputError(f"Idempotency inputs must be a non-empty [n, d_in] tensor. Got {shape}.")
-    return x
-
-
 @torch.no_grad()
-def _reencode(sae: EncoderDecoder, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _reencode(sae: EncoderDecoder, x: torch.Tensor, where: str) -> tuple[torch.Tensor, torch.Tensor]:
+    x = prepare(sae, x, where)
     _eval_mode(sae)
-    z = sae.encode(_check(x))
-    return z, sae.encode(sae.decode(z))
+    z = check_codes(sae.encode(x), where)
+    return z, check_codes(sae.encode(sae.decode(z)), where)
 
 
 def _jaccard(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -61,8 +61,8 @@ def _jaccard(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def reencoding_error(sae: EncoderDecoder, x: torch.Tensor) -> torch.Tensor:
-    """Per input ‖E(D(E(x))) − E(x)‖ / ‖E(x)‖ (NaN where E(x) = 0)."""
-    z, z2 = _reencode(sae, x)
+    """Per input ‖E(D(E(x))) − E(x)‖ / ‖E(x)‖ (NaN where E(x) = 0: no code to re-encode)."""
+    z, z2 = _reencode(sae, x, "reencoding_error")
     num = (z2.double() - z.double()).norm(dim=-1)
     den = z.double().norm(dim=-1)
     return torch.where(den > 0, num / den.clamp_min(1e-300), torch.full_like(den, torch.nan))
@@ -70,7 +70,7 @@ def reencoding_error(sae: EncoderDecoder, x: torch.Tensor) -> torch.Tensor:
 
 def active_set_jaccard(sae: EncoderDecoder, x: torch.Tensor) -> torch.Tensor:
     """Per input Jaccard similarity of the active sets of E(x) and E(D(E(x)))."""
-    z, z2 = _reencode(sae, x)
+    z, z2 = _reencode(sae, x, "active_set_jaccard")
     return _jaccard(z, z2)
 
 
@@ -82,9 +82,8 @@ def per_latent_reliability(
     A firing (z_i > 0 on an input) survives when z'_i = E(D(z))_i > 0 and |z'_i − z_i| ≤
     ``rel_tol``·z_i. Latents that never fire on ``x`` get NaN. Returns [d_sae] float64.
     """
-    if rel_tol < 0:
-        raise InputError(f"The 'rel_tol' parameter must be >= 0. Got {rel_tol}.")
-    z, z2 = _reencode(sae, x)
+    rel_tol = check_scalar(rel_tol, "rel_tol", "per_latent_reliability", lo=0.0)
+    z, z2 = _reencode(sae, x, "per_latent_reliability")
     z, z2 = z.double(), z2.double()
     fired = z > 0
     ok = fired & (z2 > 0) & ((z2 - z).abs() <= rel_tol * z)
@@ -124,14 +123,18 @@ def norm_trajectory(
     tol·‖x_T‖; ``cycles`` if ‖x_T − x_{T−p}‖ ≤ tol·‖x_T‖ for some period 2 ≤ p ≤ max_period;
     otherwise ``drifts``. (x_1 = D(E(x_0)) is the first reconstruction.)
     """
-    if n_iter < 2:
-        raise InputError(f"The 'n_iter' parameter must be >= 2. Got {n_iter}.")
+    where = "norm_trajectory"
+    n_iter = check_scalar(n_iter, "n_iter", where, kind=int, lo=2)
+    tol = check_scalar(tol, "tol", where, lo=0.0)
+    explode_factor = check_scalar(explode_factor, "explode_factor", where, lo=1.0,
+                                  closed="neither")
+    max_period = check_scalar(max_period, "max_period", where, kind=int, lo=2)
+    xt = x = prepare(sae, x, where)
     _eval_mode(sae)
-    xt = _check(x)
     xs = [xt.double()]
     zs = []
     for _ in range(n_iter):
-        z = sae.encode(xt)
+        z = check_codes(sae.encode(xt), where)
         xt = sae.decode(z)
         zs.append(z.double().norm(dim=-1))
         xs.append(xt.double())
@@ -179,15 +182,17 @@ def scale_sensitivity(
     sae: EncoderDecoder, x: torch.Tensor, scales: Sequence[float] = (0.5, 0.8, 1.25, 2.0)
 ) -> ScaleSensitivity:
     """How far E is from positive homogeneity E(c·x) = c·E(x) over the given scales c > 0."""
-    if not scales or any(c <= 0 for c in scales):
-        raise InputError(
-            f"The 'scales' must be a non-empty list of positive numbers. Got {scales}."
-        )
+    where = "scale_sensitivity"
+    if isinstance(scales, str) or not isinstance(scales, Sequence | np.ndarray) or not len(scales):
+        raise InputError(f"The 'scales' parameter of {where} must be a non-empty list of "
+                         f"positive numbers. Got {scales!r}.")
+    scales = [check_scalar(c, "scales", where, lo=0.0, closed="neither") for c in scales]
+    x = prepare(sae, x, where)
     _eval_mode(sae)
-    z = sae.encode(_check(x)).double()
+    z = check_codes(sae.encode(x), where).double()
     errs, jacs = [], []
     for c in scales:
-        zc = sae.encode(x * c).double()
+        zc = check_codes(sae.encode(x * c), where).double()
         den = (c * z).norm(dim=-1)
         rel = (zc - c * z).norm(dim=-1) / den.clamp_min(1e-300)
         rel = rel[den > 0]
@@ -233,6 +238,7 @@ def diagnose(
     scales: Sequence[float] = (0.5, 0.8, 1.25, 2.0),
 ) -> IdempotencyDiagnostics:
     """Run every idempotency measure on inputs ``x`` [n, d_in]."""
+    x = prepare(sae, x, "diagnose")
     err = reencoding_error(sae, x)
     err = err[~err.isnan()]
     rel = per_latent_reliability(sae, x, rel_tol=rel_tol)

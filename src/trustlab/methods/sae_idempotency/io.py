@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from trustlab.core.errors import DataError, MissingDependencyError
+from trustlab.core.errors import DataError, InputError, MissingDependencyError
 from trustlab.core.io import atomic_write, write_json_atomic
-from trustlab.methods.sae_idempotency.sae import SparseAutoencoder
+from trustlab.methods.sae_idempotency.sae import SparseAutoencoder, as_activations
 
 __all__ = [
     "load_activations",
@@ -49,8 +49,9 @@ def load_activations(path: str | os.PathLike[str], key: str | None = None) -> to
 
     A file holding several tensors (a dict in ``.pt``, several entries in ``.safetensors``) needs
     ``key``. Leading dimensions are flattened (e.g. [batch, seq, d] becomes [batch·seq, d]).
+    NaN or infinite values are a DataError naming the file.
     """
-    file = Path(path)
+    file = _path(path, "load_activations")
     if not file.is_file():
         raise DataError(f"Activation file '{file}' does not exist.")
     suffix = file.suffix.lower()
@@ -80,17 +81,32 @@ def load_activations(path: str | os.PathLike[str], key: str | None = None) -> to
     if not isinstance(obj, torch.Tensor) or obj.dim() < 2 or not obj.is_floating_point():
         what = tuple(obj.shape) if isinstance(obj, torch.Tensor) else type(obj).__name__
         raise DataError(f"'{file}' must hold a float tensor [..., d] with >= 2 dims. Got {what}.")
+    if not bool(torch.isfinite(obj).all()):
+        raise DataError(f"'{file}' holds NaN or infinite activations; an SAE cannot train on them.")
     return obj.reshape(-1, obj.shape[-1]).to(torch.float32).contiguous()
+
+
+def _path(path: Any, where: str) -> Path:
+    if not isinstance(path, str | os.PathLike) or not str(path):
+        raise InputError(f"The path given to {where} must be a str or PathLike. Got {path!r}.")
+    return Path(path)
 
 
 def save_activations(
     path: str | os.PathLike[str], x: torch.Tensor, key: str = "activations"
 ) -> Path:
     """Write activations as ``.pt``, ``.npy`` or ``.safetensors`` (chosen by the suffix), atomically."""
-    file = Path(path)
-    file.parent.mkdir(parents=True, exist_ok=True)
+    file = _path(path, "save_activations")
     suffix = file.suffix.lower()
-    x = x.detach().cpu().contiguous()
+    if suffix not in (".npy", ".pt", ".safetensors"):
+        raise InputError(f"Activation files end in .pt, .npy or .safetensors. Got '{suffix}'.")
+    if not isinstance(key, str) or not key:
+        raise InputError(f"The 'key' parameter of save_activations must be a name. Got {key!r}.")
+    x = as_activations(x, "x", "save_activations", ndim=None).detach().cpu().contiguous()
+    if x.dim() < 2:
+        raise InputError("The 'x' parameter of save_activations must be [..., d] with >= 2 dims. "
+                         f"Got shape {tuple(x.shape)}.")
+    file.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".npy":
         with atomic_write(file, "wb") as fh:
             np.save(fh, x.numpy())
@@ -114,7 +130,10 @@ def save_saelens(
     model_name: str = "",
 ) -> Path:
     """Save ``sae`` in the SAELens layout (``cfg.json`` + ``sae_weights.safetensors``)."""
-    out = Path(folder)
+    if not isinstance(sae, SparseAutoencoder):
+        raise InputError("The 'sae' parameter of save_saelens must be a SparseAutoencoder. "
+                         f"Got {type(sae).__name__}.")
+    out = _path(folder, "save_saelens")
     out.mkdir(parents=True, exist_ok=True)
     tensors = {
         "W_enc": sae.W_enc.detach(),
@@ -158,7 +177,7 @@ def load_saelens(folder: str | os.PathLike[str]) -> SparseAutoencoder:
     The SAE is returned in eval mode in float32. Inputs must be scaled the way the SAE was
     trained (``normalize_activations`` in its cfg); the scaling is not applied here.
     """
-    root = Path(folder)
+    root = _path(folder, "load_saelens")
     cfg_path = root / CONFIG_FILE
     if not cfg_path.is_file():
         raise DataError(f"'{root}' is not an SAELens folder: {CONFIG_FILE} is missing.")
@@ -166,6 +185,8 @@ def load_saelens(folder: str | os.PathLike[str]) -> SparseAutoencoder:
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise DataError(f"'{cfg_path}' is not valid JSON ({exc}).") from None
+    if not isinstance(cfg, dict):
+        raise DataError(f"'{cfg_path}' must hold a JSON object. Got {type(cfg).__name__}.")
     weights = root / WEIGHTS_FILE
     if not weights.is_file():
         found = sorted(root.glob("*.safetensors"))
@@ -180,6 +201,8 @@ def load_saelens(folder: str | os.PathLike[str]) -> SparseAutoencoder:
     if missing:
         raise DataError(f"'{weights}' lacks the SAELens tensors {missing}.")
     w_enc, w_dec = tensors["W_enc"], tensors["W_dec"]
+    if w_enc.dim() != 2 or not all(bool(torch.isfinite(t).all()) for t in tensors.values()):
+        raise DataError(f"'{weights}' must hold a 2-D W_enc and finite tensors.")
     d_in, d_sae = int(w_enc.shape[0]), int(w_enc.shape[1])
     if tuple(w_dec.shape) != (d_sae, d_in):
         raise DataError(
@@ -207,14 +230,23 @@ def load_saelens(folder: str | os.PathLike[str]) -> SparseAutoencoder:
             raise DataError(f"A {arch} SAE's cfg.json must give 'k'.")
     if arch in ("jumprelu", "batchtopk") and "threshold" not in tensors:
         raise DataError(f"A {arch_name} SAE needs a 'threshold' tensor in '{weights}'.")
-    sae = SparseAutoencoder(
-        d_in,
-        d_sae,
-        arch,  # type: ignore[arg-type]
-        k=int(k) if k is not None else None,
-        bandwidth=float(ours.get("bandwidth", 0.05)),
-        apply_b_dec_to_input=bool(cfg.get("apply_b_dec_to_input", True)),
-    )
+    try:
+        sae = SparseAutoencoder(
+            d_in,
+            d_sae,
+            arch,  # type: ignore[arg-type]
+            k=k,
+            bandwidth=ours.get("bandwidth", 0.05),
+            apply_b_dec_to_input=bool(cfg.get("apply_b_dec_to_input", True)),
+        )
+    except InputError as exc:
+        raise DataError(f"'{cfg_path}' describes an SAE that cannot be built: {exc}") from None
+    shapes = {"b_enc": (d_sae,), "b_dec": (d_in,), "threshold": (d_sae,)}
+    wrong = [k for k, shape in shapes.items() if k in tensors and tuple(tensors[k].shape) != shape
+             and not (k == "threshold" and tensors[k].numel() == 1 and arch == "batchtopk")]
+    if wrong:
+        raise DataError(f"'{weights}' has tensors of the wrong shape for d_in={d_in}, "
+                        f"d_sae={d_sae}: {wrong}.")
     with torch.no_grad():
         sae.W_enc.copy_(w_enc.to(torch.float32))
         sae.W_dec.copy_(w_dec.to(torch.float32))

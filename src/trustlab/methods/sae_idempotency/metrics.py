@@ -12,6 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
+from trustlab.methods.sae_idempotency.sae import as_activations
 
 __all__ = [
     "DeltaLoss",
@@ -43,11 +45,43 @@ class FunctionalEncoderDecoder:
     encode_fn: Callable[[torch.Tensor], torch.Tensor]
     decode_fn: Callable[[torch.Tensor], torch.Tensor]
 
+    def __post_init__(self) -> None:
+        if not (callable(self.encode_fn) and callable(self.decode_fn)):
+            raise InputError("FunctionalEncoderDecoder needs two callables, encode_fn and "
+                             f"decode_fn. Got {type(self.encode_fn).__name__} and "
+                             f"{type(self.decode_fn).__name__}.")
+
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return self.encode_fn(x)
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         return self.decode_fn(z)
+
+
+def prepare(sae: Any, x: Any, where: str) -> torch.Tensor:
+    """Check that ``sae`` is an encoder/decoder pair and return ``x`` as finite activations
+    [n, d_in] in the pair's dtype (a torch module's parameters' dtype; e.g. float64 inputs to a
+    float32 SAE are cast, not refused)."""
+    if not (callable(getattr(sae, "encode", None)) and callable(getattr(sae, "decode", None))):
+        raise InputError(f"The 'sae' parameter of {where} must have encode(x) and decode(z) "
+                         f"(an SAE or a FunctionalEncoderDecoder). Got {type(sae).__name__}.")
+    dtype = None
+    if isinstance(sae, torch.nn.Module):
+        dtype = next((p.dtype for p in sae.parameters() if p.is_floating_point()), None)
+    width = getattr(sae, "d_in", None)
+    return as_activations(x, "x", where, width=width if isinstance(width, int) else None,
+                          dtype=dtype)
+
+
+def check_codes(z: Any, where: str) -> torch.Tensor:
+    """Latent codes returned by an encoder: a finite tensor (a NaN code is the encoder's fault,
+    said so instead of being averaged into a result)."""
+    if not isinstance(z, torch.Tensor) or z.dim() < 1:
+        raise InputError(f"The encoder given to {where} must return a tensor of codes. "
+                         f"Got {type(z).__name__}.")
+    if not bool(torch.isfinite(z).all()):
+        raise InputError(f"The encoder given to {where} returned NaN or infinite codes.")
+    return z
 
 
 def _eval_mode(sae: Any) -> Any:
@@ -62,6 +96,8 @@ def reconstruct(
     sae: EncoderDecoder, x: torch.Tensor, *, batch_size: int = 8192
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Latents and reconstructions of ``x`` [n, d_in] in inference mode, batched."""
+    x = prepare(sae, x, "reconstruct")
+    batch_size = check_scalar(batch_size, "batch_size", "reconstruct", kind=int, lo=1)
     _eval_mode(sae)
     zs, xs = [], []
     for start in range(0, x.shape[0], batch_size):
@@ -73,7 +109,10 @@ def reconstruct(
 
 def fraction_of_variance_unexplained(x: torch.Tensor, x_hat: torch.Tensor) -> float:
     """FVU = Σ‖x − x̂‖² / Σ‖x − x̄‖²: 0 for a perfect reconstruction, 1 for predicting the mean."""
-    if x.shape != x_hat.shape or x.dim() != 2:
+    where = "fraction_of_variance_unexplained"
+    x = as_activations(x, "x", where)
+    x_hat = as_activations(x_hat, "x_hat", where)
+    if x.shape != x_hat.shape:
         raise InputError(
             f"FVU needs x and x_hat of equal shape [n, d]. Got {tuple(x.shape)}, {tuple(x_hat.shape)}."
         )
@@ -86,11 +125,13 @@ def fraction_of_variance_unexplained(x: torch.Tensor, x_hat: torch.Tensor) -> fl
 
 def l0(z: torch.Tensor) -> float:
     """Mean number of non-zero latents per input."""
+    z = as_activations(z, "z", "l0", ndim=None)
     return float((z != 0).sum(-1).double().mean())
 
 
 def latent_fire_counts(z: torch.Tensor) -> torch.Tensor:
     """How many inputs each latent fires (is non-zero) on: [d_sae]."""
+    z = as_activations(z, "z", "latent_fire_counts", ndim=None)
     return (z.reshape(-1, z.shape[-1]) != 0).sum(0)
 
 
@@ -108,6 +149,10 @@ def feature_recovery(
     max cosine similarity (MMCS) of each true feature with its best learned row, and the share
     of true features whose best cosine exceeds ``threshold``.
     """
+    where = "feature_recovery"
+    learned = as_activations(learned, "learned", where)
+    truth = as_activations(truth, "truth", where)
+    threshold = check_scalar(threshold, "threshold", where, lo=-1.0, hi=1.0)
     if learned.shape[-1] != truth.shape[-1]:
         raise InputError(
             f"Learned and true features need the same width. Got {learned.shape}, {truth.shape}."
@@ -160,6 +205,19 @@ def delta_loss(
     """
     from trustlab import lm
 
+    where = "delta_loss"
+    if not (callable(getattr(sae, "encode", None)) and callable(getattr(sae, "decode", None))):
+        raise InputError(f"The 'sae' parameter of {where} must have encode(x) and decode(z). "
+                         f"Got {type(sae).__name__}.")
+    if isinstance(prompts, str) or not isinstance(prompts, Sequence) or not prompts \
+            or not all(isinstance(p, str) for p in prompts):
+        raise InputError(f"The 'prompts' parameter of {where} must be a non-empty list of "
+                         f"strings. Got {type(prompts).__name__}.")
+    if not isinstance(site, str) or not site:
+        raise InputError(f"The 'site' parameter of {where} must be a site name such as "
+                         f"'blocks.1.resid_post'. Got {site!r}.")
+    input_scale = check_scalar(input_scale, "input_scale", where, lo=0.0, closed="neither")
+    batch_size = check_scalar(batch_size, "batch_size", where, kind=int, lo=1)
     _eval_mode(sae)
     totals = {"clean": 0.0, "spliced": 0.0, "zero": 0.0}
     n_tokens = 0

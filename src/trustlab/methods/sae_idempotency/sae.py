@@ -19,12 +19,14 @@ Activations (``act``):
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import as_float_array, check_choice, check_scalar
 
 __all__ = [
     "ARCHITECTURES",
@@ -32,6 +34,7 @@ __all__ = [
     "JumpReLUFunction",
     "SparseAutoencoder",
     "StepFunction",
+    "as_activations",
     "batch_topk",
     "rectangle",
     "topk_activation",
@@ -41,8 +44,56 @@ Architecture = Literal["relu", "topk", "batchtopk", "jumprelu"]
 ARCHITECTURES: tuple[str, ...] = ("relu", "topk", "batchtopk", "jumprelu")
 
 
+def as_activations(
+    x: Any,
+    name: str,
+    where: str,
+    *,
+    ndim: int | None = 2,
+    width: int | None = None,
+    dtype: torch.dtype | None = None,
+    allow_empty: bool = False,
+) -> torch.Tensor:
+    """``x`` as a finite floating tensor: the one conversion rule of this package.
+
+    torch tensors are kept (their autograd graph too; integer tensors become float32); numpy
+    arrays and nested lists of numbers become float32 tensors; strings, mappings, iterators and
+    booleans are refused. ``ndim`` (None: any, >= 1) and ``width`` (the last dimension) are
+    checked; ``dtype`` casts (e.g. float64 inputs to a float32 SAE). NaN/inf are refused: one
+    NaN in an SAE's inputs makes every weight NaN.
+    """
+    if isinstance(x, torch.Tensor):
+        if x.dtype == torch.bool or x.is_complex():
+            raise InputError(f"The '{name}' parameter of {where} must be real numbers. "
+                             f"Got a tensor of dtype {x.dtype}.")
+        t = x if x.is_floating_point() else x.to(torch.float32)
+    elif isinstance(x, str | bytes | Mapping) or x is None:
+        raise InputError(f"The '{name}' parameter of {where} must be a tensor or an array. "
+                         f"Got {type(x).__name__}.")
+    else:
+        arr = as_float_array(x, name, where, allow_empty=True, allow_nonfinite=True)
+        t = torch.as_tensor(arr, dtype=torch.float32)
+    if ndim is not None and t.dim() != ndim:
+        raise InputError(f"The '{name}' parameter of {where} must be {ndim}-D. "
+                         f"Got shape {tuple(t.shape)}.")
+    if t.dim() == 0:
+        raise InputError(f"The '{name}' parameter of {where} must have at least one dimension.")
+    if width is not None and t.shape[-1] != width:
+        raise InputError(f"The '{name}' parameter of {where} must have last dimension {width}. "
+                         f"Got shape {tuple(t.shape)}.")
+    if not allow_empty and t.numel() == 0:
+        raise InputError(f"The '{name}' parameter of {where} must not be empty. "
+                         f"Got shape {tuple(t.shape)}.")
+    if not bool(torch.isfinite(t.detach()).all()):
+        bad = int((~torch.isfinite(t.detach())).sum())
+        raise InputError(f"The '{name}' parameter of {where} must be finite. "
+                         f"Got {bad} NaN or infinite value(s).")
+    return t if dtype is None else t.to(dtype)
+
+
 def rectangle(u: torch.Tensor) -> torch.Tensor:
     """The rectangle kernel K(u) = 1[-1/2 < u < 1/2] of the JumpReLU straight-through estimator."""
+    u = as_activations(u, "u", "rectangle", ndim=None, allow_empty=True)
     return ((u > -0.5) & (u < 0.5)).to(u.dtype)
 
 
@@ -54,6 +105,7 @@ class JumpReLUFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, pre: torch.Tensor, threshold: torch.Tensor, bandwidth: float):  # type: ignore[override]
+        pre, threshold, bandwidth = _step_inputs(pre, threshold, bandwidth, "JumpReLUFunction")
         ctx.save_for_backward(pre, threshold)
         ctx.bandwidth = bandwidth
         return pre * (pre > threshold).to(pre.dtype)
@@ -73,6 +125,7 @@ class StepFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, pre: torch.Tensor, threshold: torch.Tensor, bandwidth: float):  # type: ignore[override]
+        pre, threshold, bandwidth = _step_inputs(pre, threshold, bandwidth, "StepFunction")
         ctx.save_for_backward(pre, threshold)
         ctx.bandwidth = bandwidth
         return (pre > threshold).to(pre.dtype)
@@ -86,14 +139,34 @@ class StepFunction(torch.autograd.Function):
         return torch.zeros_like(pre), grad_threshold, None
 
 
+def _step_inputs(
+    pre: Any, threshold: Any, bandwidth: Any, where: str
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    pre = as_activations(pre, "pre", where, ndim=None)
+    threshold = as_activations(threshold, "threshold", where, ndim=1, width=pre.shape[-1],
+                               dtype=pre.dtype)
+    return pre, threshold, check_scalar(bandwidth, "bandwidth", where, lo=0.0, closed="neither")
+
+
 def topk_activation(pre: torch.Tensor, k: int) -> torch.Tensor:
     """ReLU(TopK_k(pre)) along the last axis: at most k non-zeros per row (ties broken by index)."""
+    pre = as_activations(pre, "pre", "topk_activation", ndim=None)
+    return _topk(pre, check_scalar(k, "k", "topk_activation", kind=int, lo=1, hi=pre.shape[-1]))
+
+
+def _topk(pre: torch.Tensor, k: int) -> torch.Tensor:
+    """``topk_activation`` without the checks (internal: AuxK masks with -inf)."""
     values, idx = pre.topk(k, dim=-1, sorted=False)
     return torch.zeros_like(pre).scatter(-1, idx, values.relu())
 
 
 def batch_topk(pre: torch.Tensor, k: int) -> torch.Tensor:
     """Keep the k·B largest ReLU'd entries of a [B, d_sae] batch in total (rows may differ)."""
+    pre = as_activations(pre, "pre", "batch_topk", ndim=None)
+    return _batch_topk(pre, check_scalar(k, "k", "batch_topk", kind=int, lo=1, hi=pre.shape[-1]))
+
+
+def _batch_topk(pre: torch.Tensor, k: int) -> torch.Tensor:
     flat = pre.relu().reshape(-1)
     n_keep = min(k * pre.reshape(-1, pre.shape[-1]).shape[0], flat.numel())
     values, idx = flat.topk(n_keep, sorted=False)
@@ -124,27 +197,34 @@ class SparseAutoencoder(nn.Module):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
-        if architecture not in ARCHITECTURES:
-            raise InputError(
-                f"The 'architecture' of an SAE must be one of {', '.join(ARCHITECTURES)}. "
-                f"Got {architecture!r}."
-            )
-        if d_in < 1 or d_sae < 1:
-            raise InputError(f"An SAE needs d_in >= 1 and d_sae >= 1. Got {d_in}, {d_sae}.")
-        if architecture in ("topk", "batchtopk") and (k is None or not 1 <= k <= d_sae):
-            raise InputError(
-                f"The 'k' parameter of a {architecture} SAE must be in [1, d_sae={d_sae}]. Got {k}."
-            )
-        if bandwidth <= 0 or initial_threshold <= 0:
-            raise InputError(
-                "JumpReLU's 'bandwidth' and 'initial_threshold' must be > 0. "
-                f"Got {bandwidth}, {initial_threshold}."
-            )
+        where = "SparseAutoencoder"
+        check_choice(architecture, "architecture", ARCHITECTURES, where)
+        d_in = check_scalar(d_in, "d_in", where, kind=int, lo=1)
+        d_sae = check_scalar(d_sae, "d_sae", where, kind=int, lo=1)
+        if architecture in ("topk", "batchtopk"):
+            if k is None:
+                raise InputError(f"The 'k' parameter of a {architecture} SAE must be given "
+                                 f"(an integer in [1, d_sae={d_sae}]).")
+            k = check_scalar(k, "k", f"a {architecture} SAE", kind=int, lo=1, hi=d_sae)
+        bandwidth = check_scalar(bandwidth, "bandwidth", where, lo=0.0, closed="neither")
+        initial_threshold = check_scalar(initial_threshold, "initial_threshold", where, lo=0.0,
+                                         closed="neither")
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise InputError(f"The 'dtype' parameter of {where} must be a floating torch dtype. "
+                             f"Got {dtype!r}.")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise InputError(f"The 'generator' parameter of {where} must be a torch.Generator. "
+                             f"Got {type(generator).__name__}.")
         self.d_in, self.d_sae, self.architecture = d_in, d_sae, architecture
         self.k = k
         self.bandwidth = bandwidth
         self.apply_b_dec_to_input = apply_b_dec_to_input
-        w = torch.randn(d_sae, d_in, generator=generator, dtype=dtype)
+        try:
+            w = torch.randn(d_sae, d_in, generator=generator, dtype=dtype)
+        except (RuntimeError, MemoryError):
+            gib = 3 * d_sae * d_in * torch.finfo(dtype).bits / 8 / 2**30
+            raise InputError(f"An SAE with d_in={d_in} and d_sae={d_sae} needs about {gib:.3g} "
+                             "GiB for its two weight matrices; it could not be allocated.") from None
         w = w / w.norm(dim=1, keepdim=True)
         self.W_dec = nn.Parameter(w.clone())
         self.W_enc = nn.Parameter(w.t().clone())
@@ -167,7 +247,9 @@ class SparseAutoencoder(nn.Module):
         return torch.zeros(self.d_sae, dtype=self.W_enc.dtype, device=self.W_enc.device)
 
     def pre_activations(self, x: torch.Tensor) -> torch.Tensor:
-        self._check_input(x)
+        """``(x - b_dec) @ W_enc + b_enc`` (inputs are cast to the SAE's dtype)."""
+        x = as_activations(x, "x", "SparseAutoencoder.encode", ndim=None, width=self.d_in,
+                           dtype=self.W_enc.dtype)
         centred = x - self.b_dec if self.apply_b_dec_to_input else x
         return centred @ self.W_enc + self.b_enc
 
@@ -177,10 +259,10 @@ class SparseAutoencoder(nn.Module):
         if arch == "relu":
             return pre.relu()
         if arch == "topk":
-            return topk_activation(pre, int(self.k))  # type: ignore[arg-type]
+            return _topk(pre, int(self.k))  # type: ignore[arg-type]
         if arch == "batchtopk":
             if self.training:
-                return batch_topk(pre, int(self.k))  # type: ignore[arg-type]
+                return _batch_topk(pre, int(self.k))  # type: ignore[arg-type]
             return pre * (pre > self.batch_threshold).to(pre.dtype)
         return JumpReLUFunction.apply(pre, self.threshold, self.bandwidth)
 
@@ -190,8 +272,8 @@ class SparseAutoencoder(nn.Module):
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         """Reconstruction D(z) = z @ W_dec + b_dec, shape [..., d_in]."""
-        if z.shape[-1] != self.d_sae:
-            raise InputError(f"Latents must have last dimension d_sae={self.d_sae}. Got {z.shape}.")
+        z = as_activations(z, "z", "SparseAutoencoder.decode", ndim=None, width=self.d_sae,
+                           dtype=self.W_dec.dtype)
         return z @ self.W_dec + self.b_dec
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -234,11 +316,6 @@ class SparseAutoencoder(nn.Module):
         n = int(self.batch_threshold_count) + 1
         self.batch_threshold.add_((positive.min() - self.batch_threshold) / n)
         self.batch_threshold_count.fill_(n)
-
-    def _check_input(self, x: torch.Tensor) -> None:
-        if not isinstance(x, torch.Tensor) or x.shape[-1] != self.d_in:
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise InputError(f"SAE inputs must be tensors [..., d_in={self.d_in}]. Got {shape}.")
 
     def extra_repr(self) -> str:
         k = f", k={self.k}" if self.k is not None else ""

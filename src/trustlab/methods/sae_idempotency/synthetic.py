@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 
 __all__ = ["SparseFeatureData", "sparse_feature_data"]
 
@@ -35,13 +36,20 @@ def sparse_feature_data(
     Each feature fires independently with probability ``p_active`` with a magnitude drawn
     uniformly from ``magnitude``; Gaussian noise of std ``noise`` per coordinate is added.
     """
-    if n < 1 or d_in < 1 or n_features < 1:
-        raise InputError(f"n, d_in and n_features must be >= 1. Got {n}, {d_in}, {n_features}.")
-    if not 0.0 < p_active <= 1.0:
-        raise InputError(f"The 'p_active' parameter must be in (0, 1]. Got {p_active}.")
-    lo, hi = magnitude
-    if not 0.0 <= lo <= hi:
-        raise InputError(f"The 'magnitude' range must satisfy 0 <= low <= high. Got {magnitude}.")
+    where = "sparse_feature_data"
+    n = check_scalar(n, "n", where, kind=int, lo=1)
+    d_in = check_scalar(d_in, "d_in", where, kind=int, lo=1)
+    n_features = check_scalar(n_features, "n_features", where, kind=int, lo=1)
+    p_active = check_scalar(p_active, "p_active", where, lo=0.0, hi=1.0, closed="right")
+    noise = check_scalar(noise, "noise", where, lo=0.0)
+    if not isinstance(magnitude, tuple | list) or len(magnitude) != 2:
+        raise InputError(f"The 'magnitude' parameter of {where} must be a (low, high) pair. "
+                         f"Got {magnitude!r}.")
+    lo = check_scalar(magnitude[0], "magnitude", where, lo=0.0)
+    hi = check_scalar(magnitude[1], "magnitude", where, lo=lo)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise InputError(f"The 'generator' parameter of {where} must be a torch.Generator. "
+                         f"Got {type(generator).__name__}.")
     features = torch.randn(n_features, d_in, generator=generator)
     features = features / features.norm(dim=1, keepdim=True)
     fires = torch.rand(n, n_features, generator=generator) < p_active

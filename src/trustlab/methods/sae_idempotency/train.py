@@ -25,19 +25,22 @@ Which terms of the idempotency loss get gradients (``idempotency_grad``):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
-from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.errors import InputError, NotFittedError, SolverError
+from trustlab.core.validation import check_choice, check_scalar
 from trustlab.methods.sae_idempotency.sae import (
     ARCHITECTURES,
     Architecture,
     SparseAutoencoder,
     StepFunction,
-    topk_activation,
+    _topk,
+    as_activations,
 )
 
 __all__ = ["SAETrainer", "TrainConfig", "normalization_scale"]
@@ -80,26 +83,36 @@ class TrainConfig:
     grad_clip: float = 1.0
     log_every: int = 50
 
-    def validate(self) -> TrainConfig:
-        checks = [
-            (self.architecture in ARCHITECTURES, f"architecture in {ARCHITECTURES}"),
-            (self.d_sae >= 1, "d_sae >= 1"),
-            (1 <= self.k <= self.d_sae, "1 <= k <= d_sae"),
-            (self.l1_coefficient >= 0 and self.l0_coefficient >= 0, "sparsity coefficients >= 0"),
-            (self.bandwidth > 0 and self.initial_threshold > 0, "bandwidth, initial_threshold > 0"),
-            (0 <= self.sparsity_warmup_fraction <= 1, "sparsity_warmup_fraction in [0, 1]"),
-            (self.auxk_alpha is None or self.auxk_alpha >= 0, "auxk_alpha >= 0"),
-            (self.auxk_k is None or self.auxk_k >= 1, "auxk_k >= 1"),
-            (self.dead_after >= 1, "dead_after >= 1"),
-            (self.idempotency_lambda >= 0, "idempotency_lambda >= 0"),
-            (self.idempotency_grad in ("reencode", "full"), "idempotency_grad reencode|full"),
-            (self.lr > 0 and self.batch_size >= 1 and self.n_steps >= 1, "lr, batch, steps > 0"),
-            (self.grad_clip > 0 and self.log_every >= 1, "grad_clip > 0, log_every >= 1"),
-        ]
-        for ok, rule in checks:
-            if not ok:
-                raise InputError(f"SAE training config violates '{rule}'. Got {asdict(self)}.")
-        return self
+    def __post_init__(self) -> None:
+        where = "TrainConfig"
+        check_choice(self.architecture, "architecture", ARCHITECTURES, where)
+        check_choice(self.idempotency_grad, "idempotency_grad", ("reencode", "full"), where)
+        for name in ("unit_norm_decoder",):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"The '{name}' parameter of {where} must be True or False. "
+                                 f"Got {getattr(self, name)!r}.")
+        ints = {"d_sae": 1, "k": 1, "dead_after": 1, "batch_size": 1, "n_steps": 1, "log_every": 1}
+        floats = {"l1_coefficient": ("left", 0.0), "l0_coefficient": ("left", 0.0),
+                  "bandwidth": ("neither", 0.0), "initial_threshold": ("neither", 0.0),
+                  "idempotency_lambda": ("left", 0.0), "lr": ("neither", 0.0),
+                  "grad_clip": ("neither", 0.0)}
+        checked: dict[str, Any] = {
+            name: check_scalar(getattr(self, name), name, where, kind=int, lo=lo)
+            for name, lo in ints.items()
+        }
+        for name, (closed, lo) in floats.items():
+            checked[name] = check_scalar(getattr(self, name), name, where, lo=lo, closed=closed)
+        checked["sparsity_warmup_fraction"] = check_scalar(
+            self.sparsity_warmup_fraction, "sparsity_warmup_fraction", where, lo=0.0, hi=1.0)
+        if self.auxk_alpha is not None:
+            checked["auxk_alpha"] = check_scalar(self.auxk_alpha, "auxk_alpha", where, lo=0.0)
+        if self.auxk_k is not None:
+            checked["auxk_k"] = check_scalar(self.auxk_k, "auxk_k", where, kind=int, lo=1)
+        if checked["k"] > checked["d_sae"]:
+            raise InputError(f"The 'k' parameter of {where} must be <= d_sae={checked['d_sae']}. "
+                             f"Got {checked['k']}.")
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
 
     @property
     def effective_auxk_alpha(self) -> float:
@@ -113,8 +126,7 @@ def normalization_scale(x: torch.Tensor) -> float:
 
     Train on s·x; divide reconstructions by s to return to the model's scale.
     """
-    if x.dim() != 2 or x.shape[0] == 0:
-        raise InputError(f"Activations must be a non-empty [n, d_in] tensor. Got {tuple(x.shape)}.")
+    x = as_activations(x, "x", "normalization_scale")
     msq = float(x.double().pow(2).sum(-1).mean())
     if msq <= 0:
         raise InputError("Activations are all zero; they cannot be normalised.")
@@ -134,10 +146,35 @@ class SAETrainer:
         self.config = config
 
     # -- data ------------------------------------------------------------------------
-    def _batches(self, data: Any, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    @staticmethod
+    def _as_data(data: Any) -> tuple[torch.Tensor | None, Iterator[torch.Tensor] | None]:
+        """One dataset [n, d_in], or a stream of [m, d_in] chunks, by an explicit rule.
+
+        A tensor, a numpy array or a nested list of numbers is one dataset. A list or tuple
+        whose items are all 2-D tensors/arrays, or any other iterable (a generator, a
+        DataLoader-like object), is a stream of chunks. Nothing else is accepted.
+        """
+        where = "SAETrainer.fit"
+        if isinstance(data, torch.Tensor | np.ndarray):
+            return as_activations(data, "data", where, dtype=torch.float32), None
+        if isinstance(data, list | tuple):
+            if data and all(isinstance(c, torch.Tensor | np.ndarray) and c.ndim == 2 for c in data):
+                return None, iter(data)
+            return as_activations(data, "data", where, dtype=torch.float32), None
+        if isinstance(data, str | bytes | Mapping) or not isinstance(data, Iterable):
+            raise InputError(
+                f"The 'data' parameter of {where} must be activations [n, d_in] (a tensor, an "
+                f"array or a list of rows) or an iterable of [m, d_in] chunks. "
+                f"Got {type(data).__name__}."
+            )
+        return None, iter(data)
+
+    def _batches(
+        self, data: torch.Tensor | None, stream: Iterator[Any], d_in: int, generator: torch.Generator
+    ) -> Iterator[torch.Tensor]:
         cfg = self.config
         assert cfg is not None
-        if isinstance(data, torch.Tensor):
+        if data is not None:
             n = data.shape[0]
             while True:
                 perm = torch.randperm(n, generator=generator)
@@ -146,8 +183,9 @@ class SAETrainer:
                 if n < cfg.batch_size:
                     yield data[perm]
         else:
-            for chunk in data:
-                chunk = torch.as_tensor(chunk, dtype=torch.float32)
+            for i, raw in enumerate(stream):
+                chunk = as_activations(raw, f"data[{i}]", "SAETrainer.fit (a stream chunk)",
+                                       width=d_in, dtype=torch.float32)
                 perm = torch.randperm(chunk.shape[0], generator=generator)
                 for start in range(0, chunk.shape[0], cfg.batch_size):
                     yield chunk[perm[start : start + cfg.batch_size]]
@@ -161,26 +199,44 @@ class SAETrainer:
         progress: Progress | None = None,
         init_sae: SparseAutoencoder | None = None,
     ) -> SAETrainer:
-        """Train on ``data`` (already normalised, see :func:`normalization_scale`); returns self."""
-        cfg = (self.config or TrainConfig()).validate()
+        """Train on ``data`` (already normalised, see :func:`normalization_scale`); returns self.
+
+        ``data``: activations [n, d_in] (a tensor, a numpy array or a list of rows; shuffled
+        minibatches, reshuffled every epoch) or a stream of [m, d_in] chunks (a list of 2-D
+        tensors/arrays, a generator, any iterable; each chunk is shuffled and cut into
+        minibatches; the stream is read once or until ``n_steps``). NaN/inf in any input is an
+        InputError; a run whose loss or weights become non-finite stops with a SolverError.
+        """
+        where = "SAETrainer.fit"
+        cfg = self.config if self.config is not None else TrainConfig()
+        if not isinstance(cfg, TrainConfig):
+            raise InputError(f"The 'config' of SAETrainer must be a TrainConfig. "
+                             f"Got {type(cfg).__name__}.")
         self.config = cfg
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise InputError(f"The 'generator' parameter of {where} must be a torch.Generator. "
+                             f"Got {type(generator).__name__}.")
+        if progress is not None and not callable(progress):
+            raise InputError(f"The 'progress' parameter of {where} must be callable.")
         gen = generator if generator is not None else torch.Generator().manual_seed(0)
-        if isinstance(data, torch.Tensor):
-            if data.dim() != 2 or data.shape[0] == 0:
-                raise InputError(
-                    f"Training activations must be a non-empty [n, d_in] tensor. Got {tuple(data.shape)}."
-                )
-            data = data.to(torch.float32)
-            d_in = data.shape[1]
-            first = data
+        tensor, stream = self._as_data(data)
+        if tensor is not None:
+            first = tensor
         else:
-            stream = iter(data)
             try:
-                first = torch.as_tensor(next(stream), dtype=torch.float32)
+                first = as_activations(next(stream), "data[0]",  # type: ignore[arg-type]
+                                       f"{where} (a stream chunk)", dtype=torch.float32)
             except StopIteration:
                 raise InputError("The activation stream is empty.") from None
-            d_in = first.shape[-1]
-            data = _chain(first, stream)
+            stream = _chain(first, stream)  # type: ignore[arg-type]
+        d_in = first.shape[-1]
+        if init_sae is not None and (not isinstance(init_sae, SparseAutoencoder)
+                                     or init_sae.d_in != d_in or init_sae.d_sae != cfg.d_sae
+                                     or init_sae.architecture != cfg.architecture):
+            raise InputError(
+                f"The 'init_sae' parameter of {where} must be a {cfg.architecture} "
+                f"SparseAutoencoder with d_in={d_in} and d_sae={cfg.d_sae}. Got {init_sae!r}."
+            )
         sae = init_sae or SparseAutoencoder(
             d_in,
             cfg.d_sae,
@@ -204,7 +260,7 @@ class SAETrainer:
         steps: Iterable[int] = range(cfg.n_steps)
         if progress is not None:
             steps = progress(steps, description=f"train {cfg.architecture} SAE")
-        batches = self._batches(data, gen)
+        batches = self._batches(tensor, stream, d_in, gen)  # type: ignore[arg-type]
         done = 0
         for step in steps:
             try:
@@ -220,6 +276,9 @@ class SAETrainer:
                 sae, x, tsf >= cfg.dead_after, sparsity_scale, alpha_aux, k_aux
             )
             loss = torch.stack(list(terms.values())).sum()
+            if not bool(torch.isfinite(loss)):
+                raise SolverError(f"SAE training diverged at step {step} (the loss is not finite); "
+                                  "lower 'lr' or 'grad_clip'.")
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.unit_norm_decoder:
@@ -241,6 +300,9 @@ class SAETrainer:
                 row["dead_fraction"] = float((tsf >= cfg.dead_after).double().mean())
                 history.append(row)
             done = step + 1
+        if not all(bool(torch.isfinite(p).all()) for p in sae.parameters()):
+            raise SolverError("SAE training diverged (non-finite weights after the last step); "
+                              "lower 'lr' or 'grad_clip'.")
         sae.eval()
         self.sae_ = sae
         self.history_ = history
@@ -275,7 +337,7 @@ class SAETrainer:
             e = err.detach()
             dead_pre = torch.where(dead, pre, torch.full_like(pre, -torch.inf))
             kk = min(k_aux, int(dead.sum()))
-            z_aux = topk_activation(dead_pre, kk).nan_to_num(0.0)
+            z_aux = _topk(dead_pre, kk).nan_to_num(0.0)
             e_hat = z_aux @ sae.W_dec
             denom = e.pow(2).sum(-1).mean().clamp_min(1e-12)
             terms["auxk"] = alpha_aux * (e - e_hat).pow(2).sum(-1).mean() / denom
@@ -300,6 +362,11 @@ def idempotency_penalty(
     sae: SparseAutoencoder, z: torch.Tensor, grad: Literal["reencode", "full"] = "reencode"
 ) -> torch.Tensor:
     """Mean over the batch of ‖E(D(z)) − z‖² (see the module docstring for ``grad``)."""
+    check_choice(grad, "grad", ("reencode", "full"), "idempotency_penalty")
+    if not isinstance(sae, SparseAutoencoder):
+        raise InputError("The 'sae' parameter of idempotency_penalty must be a SparseAutoencoder. "
+                         f"Got {type(sae).__name__}.")
+    z = as_activations(z, "z", "idempotency_penalty", ndim=None, width=sae.d_sae)
     if grad == "reencode":
         target = z.detach()
         z2 = sae.encode(sae.decode(target))
