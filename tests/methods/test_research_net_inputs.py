@@ -23,9 +23,13 @@ from trustlab.core.errors import InputError, SolverError
 from trustlab.methods.research_net import (
     FIXED_TOPOLOGIES,
     Budget,
+    FixedResult,
     NetworkOptimiser,
+    NetworkStats,
     OptimiserSettings,
     ResearchModel,
+    Restart,
+    Roles,
     Support,
     attention_graph,
     best_fixed,
@@ -256,6 +260,7 @@ def test_summaries_of_arrays_are_finite_or_refused(x):
         assert len(x) < 4 or np.ptp(np.asarray(x, float)) <= 1e-12 or math.isfinite(bc)
     roles = attempt(split_roles, x)
     if roles is not None:
+        assert isinstance(roles, Roles)
         everyone = np.sort(np.concatenate([roles.researchers, roles.learners]))
         assert np.array_equal(everyone, np.arange(len(x)))
 
@@ -269,6 +274,7 @@ def test_fixed_topology_is_a_graph_on_n_agents_or_refused(name, n, n_edges):
         return
     assert sorted(g.nodes) == list(range(n))
     b = best_fixed(ResearchModel(), g, str(name), Support.complete(n), np.linspace(0, 1, 3))
+    assert isinstance(b, FixedResult)
     assert math.isfinite(b.objective) and 0 <= b.r0 <= 1
 
 
@@ -307,6 +313,7 @@ def test_network_statistics_need_indexed_weighted_graphs(kind, n, weight):
     if stats is None or null is None:
         return
     assert kind in ("zero", "shuffled") and weight == 0.5
+    assert isinstance(stats, NetworkStats) and isinstance(null, NetworkStats)
     assert stats.n_edges == g.number_of_edges() == null.n_edges
     assert math.isfinite(stats.path_weighted) and 0 <= stats.clustering <= 1
 
@@ -333,4 +340,6 @@ def test_optimiser_runs_or_refuses(options):
     if opt is None:
         return
     assert opt.settings_.n_restarts >= 1 and math.isfinite(opt.objective_)
+    assert all(isinstance(r, Restart) and r.best_objective >= r.initial_objective
+               for r in opt.restarts_)
     assert torch.allclose(opt.budget_.row_sums(), torch.ones(3, dtype=D), atol=1e-12)

@@ -19,25 +19,38 @@ from hypothesis import strategies as st
 
 from trustlab.core.errors import DataError, InputError
 from trustlab.methods.sae_idempotency import (
+    DeltaLoss,
+    EncoderDecoder,
     FunctionalEncoderDecoder,
+    IdempotencyDiagnostics,
+    JumpReLUFunction,
+    NormTrajectory,
     SAETrainer,
+    ScaleSensitivity,
     SparseAutoencoder,
+    SparseFeatureData,
+    StepFunction,
     TrainConfig,
     active_set_jaccard,
     batch_topk,
     dead_latent_fraction,
+    delta_loss,
     diagnose,
     feature_recovery,
     fraction_of_variance_unexplained,
+    idempotency_penalty,
     l0,
     latent_fire_counts,
     load_activations,
+    load_saelens,
     norm_trajectory,
     normalization_scale,
     per_latent_reliability,
     reconstruct,
+    rectangle,
     reencoding_error,
     save_activations,
+    save_saelens,
     scale_sensitivity,
     sparse_feature_data,
     topk_activation,
@@ -328,3 +341,82 @@ def test_a_file_of_nan_activations_is_a_data_error(tmp_path):
     np.save(path, np.full((4, 3), np.nan, dtype=np.float32))
     with pytest.raises(DataError, match="NaN"):
         load_activations(path)
+
+
+@PROPERTY
+@given(kinds, st.sampled_from([(4, 6), (6,), (2, 3, 6)]), st.one_of(st.floats(-1, 1), numbers),
+       st.one_of(st.floats(-1, 1), numbers), st.sampled_from(["jump", "step"]))
+def test_straight_through_functions_are_checked(kind, shape, threshold, bandwidth, which):
+    pre = _tensor(kind, shape)
+    theta = torch.full((6,), threshold, dtype=torch.float64) if isinstance(threshold, float) \
+        else threshold
+    fn = JumpReLUFunction if which == "jump" else StepFunction
+    out = attempt(fn.apply, pre, theta, bandwidth)
+    if out is not None:
+        assert out.shape == torch.as_tensor(np.asarray(pre, dtype=np.float32)).shape
+        assert bool(torch.isfinite(out).all()) and bandwidth > 0
+    k = attempt(rectangle, pre)
+    if k is not None:
+        assert bool(((k == 0) | (k == 1)).all())
+
+
+@PROPERTY
+@given(kinds, shapes, st.sampled_from(["reencode", "full", "both", 1]))
+def test_idempotency_penalty_is_finite_or_refused(saes, kind, shape, grad):
+    z = _tensor(kind, shape if shape[-1] != 6 else (*shape[:-1], 10))
+    out = attempt(idempotency_penalty, saes["topk"], z, grad)
+    if out is not None:
+        assert grad in ("reencode", "full") and float(out) >= 0 and math.isfinite(float(out))
+
+
+def test_result_types_are_what_the_diagnostics_return(saes):
+    x = torch.randn(30, 6, generator=gen(11))
+    d = diagnose(saes["topk"], x, n_iter=3)
+    assert isinstance(d, IdempotencyDiagnostics) and isinstance(d.trajectory, NormTrajectory)
+    assert isinstance(d.scale, ScaleSensitivity)
+    assert isinstance(sparse_feature_data(5, 3, 4, generator=gen(0)), SparseFeatureData)
+    assert isinstance(FunctionalEncoderDecoder(lambda v: v, lambda v: v), EncoderDecoder)
+    assert DeltaLoss(2.0, 2.5, 4.0, 10).loss_recovered == pytest.approx(0.75)
+    with pytest.raises(InputError, match="n_tokens"):
+        DeltaLoss(2.0, 2.5, 4.0, 0)
+
+
+def test_delta_loss_checks_its_arguments_before_any_work(saes):
+    with pytest.raises(InputError, match="LanguageModel"):
+        delta_loss(None, saes["relu"], ["a prompt"], "blocks.0.resid_post")
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(["list", "shape", "nan", "k", "ok"]), st.sampled_from(["relu", "topk"]))
+def test_saelens_folders_load_or_give_a_data_error(tmp_path_factory, damage, arch):
+    import json
+
+    sae = SparseAutoencoder(6, 10, arch, k=3 if arch == "topk" else None, generator=gen(1))
+    folder = save_saelens(sae, tmp_path_factory.mktemp("sae") / "s")
+    cfg_file = folder / "cfg.json"
+    cfg = json.loads(cfg_file.read_text())
+    if damage == "list":
+        cfg_file.write_text("[1, 2]")
+    elif damage == "k" and arch == "topk":
+        cfg["k"] = 50  # more latents than the dictionary has
+        cfg.get("metadata", {}).get("trustlab", {}).pop("k", None)
+        cfg_file.write_text(json.dumps(cfg))
+    elif damage in ("shape", "nan"):
+        import safetensors.torch as st_torch
+
+        tensors = st_torch.load_file(str(folder / "sae_weights.safetensors"))
+        if damage == "shape":
+            tensors["b_enc"] = torch.zeros(3)
+        else:
+            tensors["W_dec"][0, 0] = float("nan")
+        st_torch.save_file(tensors, str(folder / "sae_weights.safetensors"))
+    try:
+        back = load_saelens(folder)
+    except DataError as exc:
+        assert damage != "ok" and "\n" not in str(exc)
+        return
+    assert damage in ("ok", "k") and torch.equal(back.W_dec, sae.W_dec)
+    with pytest.raises(InputError, match="path"):
+        load_saelens(None)
+    with pytest.raises(InputError, match="SparseAutoencoder"):
+        save_saelens("not an sae", folder)

@@ -176,6 +176,11 @@ class DeltaLoss:
     zero_ablated: float
     n_tokens: int
 
+    def __post_init__(self) -> None:
+        for name in ("clean", "spliced", "zero_ablated"):
+            check_scalar(getattr(self, name), name, "DeltaLoss", lo=0.0)
+        check_scalar(self.n_tokens, "n_tokens", "DeltaLoss", kind=int, lo=1)
+
     @property
     def delta(self) -> float:
         return self.spliced - self.clean
@@ -206,6 +211,10 @@ def delta_loss(
     from trustlab import lm
 
     where = "delta_loss"
+    if not isinstance(model, lm.LanguageModel):
+        raise InputError(f"The 'model' parameter of {where} must be a trustlab.lm.LanguageModel "
+                         f"(lm.load('organism:chat-xs'), lm.load('hf:/path')). "
+                         f"Got {type(model).__name__}.")
     if not (callable(getattr(sae, "encode", None)) and callable(getattr(sae, "decode", None))):
         raise InputError(f"The 'sae' parameter of {where} must have encode(x) and decode(z). "
                          f"Got {type(sae).__name__}.")
