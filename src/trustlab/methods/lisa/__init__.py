@@ -6,6 +6,12 @@ cases of its kind, conflict-aware local rules where reports disagree, and eviden
 gating by a Beta-posterior lower bound against the base's own reliability.
 """
 
+from trustlab.embed import (
+    Embedder,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    default_cache_path,
+)
 from trustlab.methods.lisa.base import (
     DEFAULT_POLICY,
     EmbeddingGuardrail,
@@ -20,12 +26,6 @@ from trustlab.methods.lisa.baselines import (
     ReflectionMemory,
 )
 from trustlab.methods.lisa.cases import ALLOW, BLOCK, Case, Decision, FiredEntry
-from trustlab.methods.lisa.embedding import (
-    Embedder,
-    HashingEmbedder,
-    MiniLMEmbedder,
-    default_cache_path,
-)
 from trustlab.methods.lisa.guardrail import AdaptiveGuardrail, Lisa, MemoBase
 from trustlab.methods.lisa.memory import DEFAULT_ABSTRACTION, MemoryEntry, PolicyMemory, ValueIndex
 from trustlab.methods.lisa.simulator import (

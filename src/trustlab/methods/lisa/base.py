@@ -18,8 +18,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.embed import Embedder
 from trustlab.methods.lisa.cases import Case, Decision
-from trustlab.methods.lisa.embedding import Embedder
 
 __all__ = [
     "DEFAULT_POLICY",

