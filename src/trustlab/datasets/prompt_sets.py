@@ -14,7 +14,11 @@ optional reference answer per prompt (for exact-match utility) and per-prompt me
   never bundled);
 * :func:`task_prompt_set` — a user's ``.csv``/``.jsonl`` file of ``prompt``, ``answer`` rows;
 * :func:`load_prompt_set` — any of these from one spec string (``organism:harmful``,
-  ``harmbench``, ``refusal:harmless_val``, ``tasks:/path/file.jsonl``, ``/path/prompts.txt``).
+  ``harmbench``, ``refusal:harmless_val``, ``tasks:/path/file.jsonl``, ``/path/prompts.txt``);
+* :class:`SteeringSplits` — the disjoint fit / calibration / validation / evaluation splits of
+  a refusal-steering study, from the organisms' corpus (:func:`organism_steering_splits`) or
+  from public lists with jailbreak wrappers and tasks with answers
+  (:func:`public_steering_splits`).
 
 No torch is needed here; ``subset(n, seed)`` draws a reproducible sample.
 """
@@ -35,9 +39,12 @@ from trustlab.core.errors import DataError, InputError
 __all__ = [
     "ORGANISM_KINDS",
     "PromptSet",
+    "SteeringSplits",
     "behaviour_prompt_set",
     "load_prompt_set",
     "organism_prompt_set",
+    "organism_steering_splits",
+    "public_steering_splits",
     "read_tasks",
     "refusal_prompt_set",
     "task_prompt_set",
@@ -352,4 +359,210 @@ def load_prompt_set(
         f"Unknown prompt set {s!r}: use organism:<kind> ({', '.join(ORGANISM_KINDS)}), "
         f"refusal:<split>, tasks:<file>, a behaviour list ({', '.join(BEHAVIOUR_LISTS)}) or a "
         "path to a .txt/.csv/.jsonl prompt file."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# refusal-steering splits (fit / calibration / validation / evaluation)
+
+
+@dataclass(frozen=True)
+class SteeringSplits:
+    """The splits of a refusal-steering study (rheology; mars builds on the same shape).
+
+    Fit/calibration prompts (organism train templates, or the rest of a public list): the
+    refusal direction is fitted on ``fit_harmful`` vs ``fit_harmless`` and its layer chosen on
+    ``val_harmful``; a harm gate is calibrated on ``cal_wrapped_harmful`` vs
+    ``cal_wrapped_benign``. A validation split (``sel_*``) chooses the steering operating
+    point, and the evaluation prompts (``eval_*``) measure it; validation and evaluation
+    prompts are disjoint (no prompt text in both, tested). With empty ``sel_*`` the operating
+    point is chosen on the evaluation prompts (optimistic; flagged by the caller).
+    """
+
+    fit_harmful: list[Prompt]
+    fit_harmless: list[Prompt]
+    val_harmful: list[Prompt]
+    cal_wrapped_harmful: list[Prompt]
+    cal_wrapped_benign: list[Prompt]
+    eval_jailbreak: list[Prompt]
+    eval_harmful: list[Prompt]
+    eval_benign: list[Prompt]
+    eval_tasks: list[Prompt]
+    eval_task_answers: list[str]
+    sel_jailbreak: list[Prompt] = field(default_factory=list)
+    sel_tasks: list[Prompt] = field(default_factory=list)
+    sel_task_answers: list[str] = field(default_factory=list)
+
+    def as_prompt_sets(self, *, split: str = "eval") -> dict[str, PromptSet]:
+        """The ``eval`` (or ``sel``: validation) jailbreaks and tasks as loop prompt sets."""
+        if split not in ("eval", "sel"):
+            raise InputError(f"split must be 'eval' or 'sel'. Got {split!r}.")
+        jb = self.eval_jailbreak if split == "eval" else self.sel_jailbreak
+        tasks = self.eval_tasks if split == "eval" else self.sel_tasks
+        answers = self.eval_task_answers if split == "eval" else self.sel_task_answers
+        out = {}
+        if jb:
+            out["jailbreak"] = PromptSet(f"{split}_jailbreak", tuple(jb))
+        if tasks:
+            out["tasks"] = PromptSet(f"{split}_tasks", tuple(tasks), tuple(answers))
+        return out
+
+
+def _split_disjoint(pool: Sequence[Any], order: Sequence[int], n_a: int, n_b: int, key) -> tuple:
+    """First ``n_a`` items of ``pool`` in ``order``, then up to ``n_b`` further items whose
+    ``key`` does not occur among the first (so the two parts share no prompt text)."""
+    first = [pool[i] for i in order[:n_a]]
+    seen = {key(e) for e in first}
+    second = []
+    for i in order[n_a:]:
+        if len(second) == n_b:
+            break
+        if key(pool[i]) not in seen:
+            second.append(pool[i])
+            seen.add(key(pool[i]))
+    return first, second
+
+
+def organism_steering_splits(
+    corpus: Any, n_fit: int, n_eval: int, seed: int = 0, n_val: int | None = None
+) -> SteeringSplits:
+    """Steering splits from an organisms chat corpus: fit on train templates, evaluate on
+    held-out ones.
+
+    ``n_val`` (default ``n_eval``) held-out jailbreaks and tasks, disjoint from the evaluation
+    ones, form the validation split on which the injection operating point is chosen.
+    """
+    rng = np.random.default_rng(seed)
+    n_val = n_eval if n_val is None else n_val
+
+    def pool(kind: str, split: str) -> list[Any]:
+        return [e for e in corpus.examples if e.kind == kind and e.split == split]
+
+    def pick(kind: str, n: int, split: str) -> list[Any]:
+        p = pool(kind, split)
+        return [p[i] for i in rng.permutation(len(p))[:n]]
+
+    def pick2(kind: str, n: int, n2: int, split: str) -> tuple[list[Any], list[Any]]:
+        p = pool(kind, split)
+        return _split_disjoint(p, rng.permutation(len(p)), n, n2, key=lambda e: e.prompt)
+
+    def conv(es: Sequence[Any]) -> list[Prompt]:
+        return [e.messages() for e in es]
+
+    harm = pick("harmful", 2 * n_fit, "train")
+    half = n_fit // 2
+    tasks, sel_tasks = pick2("task", n_eval, n_val, "heldout")
+    fit_harmless = conv(pick("task", half, "train") + pick("howto", n_fit - half, "train"))
+    val_harmful = conv(harm[n_fit:])
+    cal_wrapped_harmful = conv(pick("jailbreak", n_fit, "train"))
+    cal_wrapped_benign = conv(
+        pick("wrapped_benign", half, "train")
+        + pick("task", half, "train")
+        + pick("howto", n_fit - half, "train")
+    )
+    jailbreak, sel_jailbreak = pick2("jailbreak", n_eval, n_val, "heldout")
+    return SteeringSplits(
+        fit_harmful=conv(harm[:n_fit]),
+        fit_harmless=fit_harmless,
+        val_harmful=val_harmful,
+        cal_wrapped_harmful=cal_wrapped_harmful,
+        cal_wrapped_benign=cal_wrapped_benign,
+        eval_jailbreak=conv(jailbreak),
+        eval_harmful=conv(pick("harmful", n_eval, "heldout")),
+        eval_benign=conv(pick("howto", n_eval // 2, "heldout") + tasks[: n_eval - n_eval // 2]),
+        eval_tasks=conv(tasks),
+        eval_task_answers=[e.response for e in tasks],
+        sel_jailbreak=conv(sel_jailbreak),
+        sel_tasks=conv(sel_tasks),
+        sel_task_answers=[e.response for e in sel_tasks],
+    )
+
+
+def _user(texts: Sequence[str]) -> list[Prompt]:
+    return [[{"role": "user", "content": t}] for t in texts]
+
+
+def public_steering_splits(
+    harmful: Sequence[str],
+    harmless: Sequence[str],
+    n_fit: int,
+    n_eval: int,
+    *,
+    n_val: int | None = None,
+    seed: int = 0,
+    wrappers: Sequence[str] | None = None,
+    tasks: Sequence[tuple[str, str]] | None = None,
+    corpus: Any = None,
+) -> SteeringSplits:
+    """Steering splits from prompt lists (e.g. HarmBench behaviours and XSTest safe prompts).
+
+    ``harmful`` / ``harmless``: request texts (deduplicated, then shuffled with ``seed``). The
+    evaluation and validation harmful requests come first and are disjoint; the rest fit the
+    refusal direction (half) and pick its layer (the other half); fewer than ``n_fit`` each is
+    allowed. Jailbreaks are the requests inside ``wrappers`` (default: the organisms' nine
+    known wrappers, ``{r}`` = the request). Benign utility: ``tasks`` (prompt, exact answer)
+    pairs, split into evaluation and validation; or, when ``None``, the held-out tasks of the
+    organisms ``corpus`` (exact match then measures the organisms' answer format).
+    """
+    n_val = n_eval if n_val is None else n_val
+    rng = np.random.default_rng(seed)
+    if wrappers is None:
+        from trustlab.organisms.corpora import JAILBREAK_WRAPPERS
+
+        wrappers = [w for _, w in JAILBREAK_WRAPPERS]
+    if not wrappers or any("{r}" not in w for w in wrappers):
+        raise DataError("Every jailbreak wrapper must contain '{r}' (the request).")
+    h = list(dict.fromkeys(t.strip() for t in harmful if t.strip()))
+    b = list(dict.fromkeys(t.strip() for t in harmless if t.strip()))
+    if len(h) < n_eval + n_val + 4:
+        raise DataError(
+            f"The harmful prompt list has {len(h)} distinct prompts; a steering study needs at least "
+            f"n_eval + n_val + 4 = {n_eval + n_val + 4}. Lower n_eval/n_val or add prompts."
+        )
+    if len(b) < n_eval + 4:
+        raise DataError(
+            f"The harmless prompt list has {len(b)} distinct prompts; a steering study needs at least "
+            f"n_eval + 4 = {n_eval + 4}. Lower n_eval or add prompts."
+        )
+    h = [h[i] for i in rng.permutation(len(h))]
+    b = [b[i] for i in rng.permutation(len(b))]
+    ev, sel, rest = h[:n_eval], h[n_eval : n_eval + n_val], h[n_eval + n_val :]
+    m = min(n_fit, len(rest) // 2)
+    fit_h, val_h = rest[:m], rest[m : 2 * m]
+    ev_b, rest_b = b[:n_eval], b[n_eval:]
+    fit_b = rest_b[:n_fit]
+
+    def wrap(texts: Sequence[str]) -> list[str]:
+        return [wrappers[int(rng.integers(len(wrappers)))].format(r=t) for t in texts]
+
+    if tasks is None:
+        if corpus is None:
+            from trustlab.organisms import build_chat_corpus
+
+            corpus = build_chat_corpus(0, n_train=1200, n_heldout=200)
+        ts = [e for e in corpus.examples if e.kind == "task" and e.split == "heldout"]
+        pairs = [(e.prompt, e.response) for e in ts]
+    else:
+        pairs = [(p, a) for p, a in tasks]
+    if len(pairs) < 2:
+        raise DataError(f"a steering study needs at least 2 benign tasks; got {len(pairs)}.")
+    n_task_val = min(n_val, len(pairs) // 2)
+    ev_t, sel_t = _split_disjoint(
+        pairs, rng.permutation(len(pairs)), min(n_eval, len(pairs) - n_task_val), n_task_val,
+        key=lambda x: x[0],
+    )  # fmt: skip
+    return SteeringSplits(
+        fit_harmful=_user(fit_h),
+        fit_harmless=_user(fit_b),
+        val_harmful=_user(val_h),
+        cal_wrapped_harmful=_user(wrap(fit_h)),
+        cal_wrapped_benign=_user(wrap(fit_b)),
+        eval_jailbreak=_user(wrap(ev)),
+        eval_harmful=_user(ev),
+        eval_benign=_user(ev_b),
+        eval_tasks=_user([p for p, _ in ev_t]),
+        eval_task_answers=[a for _, a in ev_t],
+        sel_jailbreak=_user(wrap(sel)),
+        sel_tasks=_user([p for p, _ in sel_t]),
+        sel_task_answers=[a for _, a in sel_t],
     )

@@ -2,10 +2,13 @@
 and causal injection with matched-norm placebo controls (see docs/methods/rheology.md).
 
 The steering tools it stands on (the refusal direction, placebos, the harm gate, per-row
-additions and the early-stopping decoder) live in :mod:`trustlab.lm`; they are re-exported here
-for convenience.
+additions and the early-stopping decoder) live in :mod:`trustlab.lm`, its prompt splits in
+:mod:`trustlab.datasets.prompt_sets`; they are re-exported here under rheology's names.
 """
 
+from trustlab.datasets.prompt_sets import SteeringSplits as PromptSets
+from trustlab.datasets.prompt_sets import organism_steering_splits as organism_prompt_sets
+from trustlab.datasets.prompt_sets import public_steering_splits as public_prompt_sets
 from trustlab.lm.decoding import exact_match_settled, greedy_rows, refusal_settled
 from trustlab.lm.steering import (
     HarmGate,
@@ -15,14 +18,7 @@ from trustlab.lm.steering import (
     placebo_directions,
     row_additions,
 )
-from trustlab.methods.rheology.audit import (
-    AuditSettings,
-    ModelAudit,
-    PromptSets,
-    audit_model,
-    organism_prompt_sets,
-    public_prompt_sets,
-)
+from trustlab.methods.rheology.audit import AuditSettings, ModelAudit, audit_model
 from trustlab.methods.rheology.sensitivity import (
     SensitivityCurve,
     fisher_metric_speed,

@@ -186,43 +186,10 @@ def _organism_texts(corpus: Any, kind: str) -> list[str]:
     ]
 
 
-def _read_tasks(path: str) -> list[tuple[str, str]]:
-    """(prompt, answer) pairs from a .csv or .jsonl file with 'prompt' and 'answer' columns."""
-    import csv
-    import json
-    from pathlib import Path
-
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise DataError(f"Cannot read benign tasks: '{p}' does not exist.")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"Cannot read benign tasks file '{p}': {exc}.") from exc
-    if p.suffix.lower() == ".csv":
-        rows = list(csv.DictReader(text.splitlines()))
-    elif p.suffix.lower() == ".jsonl":
-        rows = []
-        for i, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"'{p}' line {i} is not JSON: {exc.msg}.") from exc
-    else:
-        raise DataError(f"Benign tasks file '{p}' must end in .csv or .jsonl.")
-    out = []
-    for i, r in enumerate(rows, start=1):
-        if not isinstance(r, dict) or not str(r.get("prompt") or "").strip() or "answer" not in r:
-            raise DataError(f"Benign tasks file '{p}' row {i} needs a 'prompt' and an 'answer'.")
-        out.append((str(r["prompt"]).strip(), str(r["answer"]).strip()))
-    return out
-
-
 def _public_sets(config: RheologyConfig, corpus: Any, seed: int) -> Any:
     """Prompt sets with public behaviour lists or user files for any of the three sources."""
     from trustlab.datasets.behaviours import load_behaviour_list
-    from trustlab.methods.rheology.audit import public_prompt_sets
+    from trustlab.datasets.prompt_sets import public_steering_splits, read_tasks
 
     def texts(spec: str, harmful: bool) -> list[str]:
         if spec == ORGANISM_PROMPTS:
@@ -243,8 +210,8 @@ def _public_sets(config: RheologyConfig, corpus: Any, seed: int) -> Any:
             )
         return keep
 
-    tasks = None if config.benign_tasks == ORGANISM_PROMPTS else _read_tasks(config.benign_tasks)
-    return public_prompt_sets(
+    tasks = None if config.benign_tasks == ORGANISM_PROMPTS else read_tasks(config.benign_tasks)
+    return public_steering_splits(
         texts(config.harmful_prompts, True),
         texts(config.harmless_prompts, False),
         config.n_fit,
@@ -312,7 +279,8 @@ def _figures(report: Report, audits: dict[str, Any]) -> None:
 @register("rheology", config=RheologyConfig)
 def run(config: RheologyConfig, ctx: RunContext) -> Report:
     from trustlab import lm
-    from trustlab.methods.rheology.audit import AuditSettings, audit_model, organism_prompt_sets
+    from trustlab.datasets.prompt_sets import organism_steering_splits
+    from trustlab.methods.rheology.audit import AuditSettings, audit_model
     from trustlab.organisms import build_chat_corpus
 
     report = ctx.report
@@ -336,7 +304,7 @@ def run(config: RheologyConfig, ctx: RunContext) -> Report:
         if (config.harmful_prompts, config.harmless_prompts, config.benign_tasks) == (
             ORGANISM_PROMPTS,
         ) * 3:
-            prompts = organism_prompt_sets(
+            prompts = organism_steering_splits(
                 corpus, config.n_fit, config.n_eval, seed=ctx.seed, n_val=config.n_val
             )
         else:
