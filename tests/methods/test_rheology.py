@@ -307,15 +307,43 @@ def test_public_prompt_sets_from_behaviour_lists_are_disjoint_and_wrapped():
 
 def test_config_accepts_lists_and_paths_and_rejects_unknown_names(tmp_path):
     from trustlab.core import ConfigError, resolve_config
-    from trustlab.methods.rheology.experiment import FAMILY, RheologyConfig
+    from trustlab.methods.rheology.experiment import FAMILY, QUICK_FAMILY, RheologyConfig
 
     cfg = resolve_config(RheologyConfig, overrides={"harmful_prompts": "harmbench"})
-    assert cfg.harmful_prompts == "harmbench" and cfg.models == FAMILY and len(FAMILY) == 4
+    assert cfg.harmful_prompts == "harmbench" and cfg.models == QUICK_FAMILY == FAMILY[:2]
+    assert resolve_config(RheologyConfig, overrides={"models": "full"}).models == FAMILY
+    assert len(FAMILY) == 4
     assert resolve_config(RheologyConfig, quick=True).models == ["organism:chat-xs"]
     cfg = resolve_config(RheologyConfig, overrides={"harmless_prompts": str(tmp_path / "b.txt")})
     assert cfg.harmless_prompts.endswith("b.txt")
     with pytest.raises(ConfigError, match="harmful_prompts"):
         resolve_config(RheologyConfig, overrides={"harmful_prompts": "harmbnech"})
+
+
+def test_audit_settings_are_nested_in_the_config_with_cross_field_checks():
+    from trustlab.core import ConfigError, resolve_config
+    from trustlab.methods.rheology import AuditSettings
+    from trustlab.methods.rheology.experiment import RheologyConfig
+
+    quick = resolve_config(RheologyConfig, quick=True, overrides=["audit.n_placebo=3"])
+    assert isinstance(quick.audit, AuditSettings)
+    assert quick.audit.n_placebo == 3 and quick.audit.alphas == (0.5, 1.0, 2.0)  # deep merge
+    assert quick.audit.placebo_criterion == "worst_gain"
+    cfg = resolve_config(RheologyConfig, overrides=["audit.alphas=[2, 0.5, 0.5]"])
+    assert cfg.audit.alphas == (0.5, 2.0)
+    for bad, where in [
+        (["audit.eps=[0.1, 0]"], "audit.eps"),
+        (["audit.alphas=[-1]"], "audit.alphas"),
+        (["audit.gate_benign_rates=[1.5]"], "audit.gate_benign_rates"),
+        (["audit.placebo_criterion=mean"], "audit.placebo_criterion"),
+        (["audit.n_placebo=1"], "audit.n_placebo"),
+        (["audit.alphas=[nan]"], "audit.alphas"),
+        (["audit.aplhas=[1]"], "aplhas"),
+        (['models=["organism:chat-xs", "organism:chat-xs"]'], "distinct"),
+        (["n_eval=8", "audit.n_sensitivity_prompts=16"], "n_sensitivity_prompts"),
+    ]:
+        with pytest.raises(ConfigError, match=where):
+            resolve_config(RheologyConfig, overrides=bad)
 
 
 def test_public_sets_resolve_named_lists_and_user_files(tmp_path):
@@ -337,6 +365,7 @@ def test_public_sets_resolve_named_lists_and_user_files(tmp_path):
             "n_fit": 16,
             "n_eval": 8,
             "n_val": 8,
+            "audit": {"n_sensitivity_prompts": 8},
         },
     )
     s = _public_sets(cfg, corpus, 0)
@@ -377,6 +406,13 @@ def _fake_audit(n_params, seed):
         "placebo_refusal_gain": 0.01,
         "placebo_refusal_gain_max": 0.05,
         "placebo_max_abs_refusal_change": 0.05,
+        "placebo_refusal_gain_worst": 0.05,
+        "placebo_refusal_change_worst": 0.12,
+        "placebo_refusal_gain_mean_low": -0.05,
+        "placebo_refusal_gain_mean_high": 0.07,
+        "placebo_n_over_10_points": 1,
+        "placebo_gains_list": [0.05, -0.12, 0.10],
+        "placebo_exact_match_drops_list": [0.0, 0.02, 0.0],
     }
     return ModelAudit(
         n_params=n_params,
@@ -421,6 +457,16 @@ def test_report_and_scaling_figures_handle_the_four_model_family():
     assert {r[0] for r in report.tables["sensitivity_scalars"].rows} == set(sizes)
     assert "injection_validation" in report.tables
     assert report.metrics["chat_xs_jailbreak_refusal_after"].value == 0.5
+    # every placebo is reported, per model, with the per-placebo criteria
+    plac = report.tables["placebos"]
+    assert len(plac.rows) == 4 * 3
+    cols = plac.columns
+    by = [dict(zip(cols, r, strict=True)) for r in plac.rows if r[0] == "chat_xs"]
+    assert [r["reproduces_effect"] for r in by] == [False, False, False]
+    assert [r["moves_refusal_over_tolerance"] for r in by] == [False, True, False]
+    assert report.metrics["chat_xs_placebo_refusal_gain_worst"].value == 0.05
+    assert report.metrics["chat_l_placebo_refusal_gain_worst"].headline  # the first model
+    assert not any(k.endswith("_list") for k in report.tables["injection"].columns)
 
 
 def test_operating_point_is_chosen_on_validation_and_read_off_the_evaluation_sweep(chat_xs_lm):
@@ -478,15 +524,75 @@ def test_operating_point_rule_respects_both_controls():
         r("conditional", 1.0, 0.5, 0.05, 0.02, 0.05),
         r("conditional", 1.0, 0.5, 0.0, 0.0, 0.02),  # tie on gain and alpha: smaller q wins
     ]
-    assert (_best(rows, 0.1, 0.1)["alpha"], _best(rows, 0.1, 0.1)["gate_rate"]) == (1.0, 0.02)
+    assert (
+        _best(rows, 0.1, 0.1, "pooled")["alpha"],
+        _best(rows, 0.1, 0.1, "pooled")["gate_rate"],
+    ) == (1.0, 0.02)
     assert _best(rows, 0.1, None)["alpha"] == 2.0  # without the placebo control
-    assert _best(rows, 0.0, 0.1)["gate_rate"] == 0.02
+    assert _best(rows, 0.0, 0.1, "pooled")["gate_rate"] == 0.02
     none_ok = [
         rows[0],
         r("unconditional", 1.0, 0.9, 0.3, 0.2),
         r("conditional", 1.0, 0.1, 0.2, 0.0),
     ]
-    assert _best(none_ok, 0.1, 0.1)["variant"] == "conditional"  # smallest drop passing placebo
+    assert (
+        _best(none_ok, 0.1, 0.1, "pooled")["variant"] == "conditional"
+    )  # smallest drop passing placebo
+
+
+def test_placebo_criterion_is_read_per_placebo_not_pooled():
+    from trustlab.methods.rheology.audit import _best, placebo_ok
+
+    def r(alpha, gain, worst_gain, worst_change, pooled):
+        return {"variant": "conditional", "alpha": alpha, "refusal_gain": gain,
+                "exact_match_drop": 0.0, "placebo_refusal_gain": pooled,
+                "placebo_refusal_gain_worst": worst_gain,
+                "placebo_refusal_change_worst": worst_change, "gate_rate": 0.1}  # fmt: skip
+
+    # pooled -0.0875 passes the old reading; one placebo raising refusal by 15 points fails
+    strong = r(1.25, 0.42, 0.15, 0.15, -0.0875)
+    mild = r(1.0, 0.30, 0.02, 0.125, -0.05)  # no placebo raises refusal; one lowers it 12.5
+    calm = r(0.5, 0.10, 0.02, 0.04, 0.0)
+    rows = [strong, mild, calm]
+    assert placebo_ok(strong, 0.10, "pooled") and not placebo_ok(strong, 0.10, "worst_gain")
+    assert _best(rows, 0.1, 0.1, "pooled")["alpha"] == 1.25
+    assert _best(rows, 0.1, 0.1, "worst_gain")["alpha"] == 1.0
+    assert _best(rows, 0.1, 0.1, "worst_change")["alpha"] == 0.5
+    assert placebo_ok(strong, None, "worst_gain")  # no control
+    with pytest.raises(InputError, match="placebo_criterion"):
+        placebo_ok(strong, 0.1, "median")
+
+
+def test_the_evaluation_prompts_play_no_part_in_the_choice(chat_xs_lm):
+    """Same fit and validation prompts, different evaluation prompts: the same operating point
+    and the same validation sweep (the alpha grid and the choice are fixed before the
+    evaluation split is read)."""
+    import dataclasses
+
+    from trustlab.methods.rheology import AuditSettings, audit_model
+
+    sets = _corpus_sets(12)
+    other = _corpus_sets(24)
+    swapped = dataclasses.replace(
+        sets,
+        eval_jailbreak=other.eval_jailbreak[12:],
+        eval_harmful=other.eval_harmful[12:],
+        eval_benign=other.eval_benign[12:],
+        eval_tasks=other.eval_tasks[12:],
+        eval_task_answers=other.eval_task_answers[12:],
+    )
+    settings = AuditSettings(eps=(-0.2, 0.2), n_placebo=2, n_sensitivity_prompts=4,
+                             alphas=(0.5, 2.0), gate_benign_rates=(0.05, 0.2), n_bootstrap=100)  # fmt: skip
+    runs = [
+        audit_model(chat_xs_lm, s, settings, torch.Generator().manual_seed(0),
+                    np.random.default_rng(0))
+        for s in (sets, swapped)
+    ]  # fmt: skip
+    a, b = runs
+    assert a.injection_val == b.injection_val
+    key = ("variant", "alpha", "gate_rate")
+    assert [a.best[k] for k in key] == [b.best[k] for k in key]
+    assert a.injection != b.injection  # the evaluation prompts did change
 
 
 def test_settled_rows_stop_early_without_changing_any_verdict(chat_xs_lm):

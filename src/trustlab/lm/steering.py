@@ -17,6 +17,7 @@ matched-norm placebo controls, a harm-recognition gate, and per-row (input-depen
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -42,7 +43,12 @@ __all__ = [
 
 
 def _check_positive_int(value: object, name: str, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value != int(value)
+    ):
         raise InputError(
             f"The '{name}' parameter of {where} must be a whole number. Got {value!r}."
         )

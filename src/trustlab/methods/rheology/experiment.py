@@ -14,16 +14,19 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
-from trustlab.core.errors import ConfigError, DataError
+from trustlab.core.errors import DataError
 from trustlab.core.figures import new_figure
 from trustlab.core.runtime import Threads, torch_runtime
+from trustlab.methods.rheology.settings import AuditSettings
 
 FAMILY = ["organism:chat-xs", "organism:chat-s", "organism:chat-m", "organism:chat-l"]
-# The default audits the whole scaling axis; `--quick` audits chat-xs alone.
-DEFAULT_MODELS = FAMILY
+# The default audits the two smallest organisms (results within minutes on a fresh machine); the
+# whole scaling axis is one flag away (`--set models=full`); `--quick` audits chat-xs alone.
+QUICK_FAMILY = FAMILY[:2]
+DEFAULT_MODELS = QUICK_FAMILY
 ORGANISM_PROMPTS = "organism"
 
 
@@ -45,8 +48,8 @@ class RheologyConfig(ExperimentConfig):
     models: list[str] = Field(
         DEFAULT_MODELS,
         min_length=1,
-        description="LM specs to audit (organism:<name> or hf:/path); the full family is "
-        "chat-xs, chat-s, chat-m, chat-l.",
+        description="LM specs to audit (organism:<name> or hf:/path), or 'quick' (chat-xs, "
+        "chat-s: the default) or 'full' (the scaling family chat-xs, chat-s, chat-m, chat-l).",
     )
     build_missing: bool = Field(
         True,
@@ -79,40 +82,13 @@ class RheologyConfig(ExperimentConfig):
         description="Benign exact-match tasks: 'organism' or a .csv/.jsonl file with 'prompt' "
         "and 'answer' columns (a reply counts when it equals the answer after stripping).",
     )
-    n_sensitivity_prompts: int = Field(
-        32, ge=2, description="Held-out prompts per set (jailbreak/harmful/benign) for curves."
+    audit: AuditSettings = Field(
+        default_factory=AuditSettings,
+        description="The audit's algorithm settings (trustlab.methods.rheology.AuditSettings): "
+        "eps, n_placebo, n_sensitivity_prompts, alphas, gate_benign_rates, jailbreak_tokens, "
+        "task_tokens, max_layer_fraction, n_bootstrap, em_drop_tolerance, placebo_tolerance, "
+        "placebo_criterion, refusal_phrases; override one with --set audit.<key>=<value>.",
     )
-    eps: list[float] = Field(
-        [-0.8, -0.4, -0.2, -0.1, 0.1, 0.2, 0.4, 0.8],
-        min_length=2,
-        description="Perturbation grid, as multiples of the layer's typical residual norm.",
-    )
-    n_placebo: int = Field(10, ge=1, description="Matched-norm random (placebo) directions.")
-    alphas: list[float] = Field(
-        [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0],
-        min_length=1,
-        description="Injection strengths, as multiples of the raw difference-in-means vector.",
-    )
-    gate_benign_rates: list[float] = Field(
-        [0.02, 0.05, 0.10],
-        min_length=1,
-        description="Conditional injection: candidate benign calibration pass rates q of the "
-        "harm gate (threshold = the 1-q quantile on benign calibration prompts); the operating "
-        "point's q is chosen on the validation prompts.",
-    )
-    em_drop_tolerance: float = Field(
-        0.10, ge=0.0, le=1.0, description="Largest benign exact-match drop of an operating point."
-    )
-    placebo_tolerance: float = Field(
-        0.10,
-        ge=0.0,
-        le=1.0,
-        description="Largest |pooled placebo refusal change| of an operating point (checked on "
-        "the validation prompts when choosing it; 1 disables the check).",
-    )
-    jailbreak_tokens: int = Field(6, ge=1, description="Greedy reply tokens judged for refusal.")
-    task_tokens: int = Field(16, ge=1, description="Greedy reply tokens for exact match.")
-    n_bootstrap: int = Field(1000, ge=100, description="Bootstrap resamples of each CI.")
     threads: Threads = Field(1, description="torch CPU threads (fixed for determinism).")
 
     QUICK: ClassVar[dict[str, Any]] = {
@@ -120,19 +96,37 @@ class RheologyConfig(ExperimentConfig):
         "n_fit": 32,
         "n_eval": 32,
         "n_val": 32,
-        "n_sensitivity_prompts": 16,
-        "eps": [-0.4, -0.1, 0.1, 0.4],
-        "alphas": [0.5, 1.0, 2.0],
-        "gate_benign_rates": [0.05],
-        "n_bootstrap": 300,
+        "audit": {
+            "n_sensitivity_prompts": 16,
+            "eps": [-0.4, -0.1, 0.1, 0.4],
+            "alphas": [0.5, 1.0, 2.0],
+            "gate_benign_rates": [0.05],
+            "n_bootstrap": 300,
+        },
     }
 
-    @field_validator("eps")
+    @field_validator("models", mode="before")
     @classmethod
-    def _nonzero(cls, v: list[float]) -> list[float]:
-        if any(x == 0 for x in v):
-            raise ValueError("eps must not contain 0 (the unperturbed point is always included)")
-        return sorted(v)
+    def _family(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return {"quick": QUICK_FAMILY, "full": FAMILY}.get(v.strip(), [v])
+        return v
+
+    @field_validator("models")
+    @classmethod
+    def _distinct(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"the models must be distinct; got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> RheologyConfig:
+        if self.audit.n_sensitivity_prompts > self.n_eval:
+            raise ValueError(
+                f"audit.n_sensitivity_prompts ({self.audit.n_sensitivity_prompts}) must be <= "
+                f"n_eval ({self.n_eval}): the curves use the evaluation prompts"
+            )
+        return self
 
     @field_validator("harmful_prompts")
     @classmethod
@@ -143,20 +137,6 @@ class RheologyConfig(ExperimentConfig):
     @classmethod
     def _harmless_source(cls, v: str) -> str:
         return _check_prompt_source(v, "harmless_prompts")
-
-    @field_validator("gate_benign_rates")
-    @classmethod
-    def _rates(cls, v: list[float]) -> list[float]:
-        if any(not 0.0 < x < 1.0 for x in v):
-            raise ValueError(f"every gate benign rate must be in (0, 1); got {v}")
-        return sorted(set(v))
-
-    @field_validator("alphas")
-    @classmethod
-    def _positive(cls, v: list[float]) -> list[float]:
-        if any(x <= 0 for x in v):
-            raise ValueError(f"every alpha must be > 0; got {v}")
-        return sorted(set(v))
 
 
 def _short(spec: str) -> str:
@@ -278,27 +258,12 @@ def _figures(report: Report, audits: dict[str, Any]) -> None:
 
 @register("rheology", config=RheologyConfig)
 def run(config: RheologyConfig, ctx: RunContext) -> Report:
-    from trustlab import lm
     from trustlab.datasets.prompt_sets import organism_steering_splits
-    from trustlab.methods.rheology.audit import AuditSettings, audit_model
+    from trustlab.methods.rheology.audit import audit_model
     from trustlab.organisms import build_chat_corpus
 
     report = ctx.report
-    if len(set(config.models)) != len(config.models):
-        raise ConfigError(f"The 'models' of rheology must be distinct. Got {config.models}.")
-    settings = AuditSettings(
-        eps=tuple(config.eps),
-        n_placebo=config.n_placebo,
-        n_sensitivity_prompts=config.n_sensitivity_prompts,
-        alphas=tuple(config.alphas),
-        gate_benign_rates=tuple(config.gate_benign_rates),
-        placebo_tolerance=config.placebo_tolerance,
-        jailbreak_tokens=config.jailbreak_tokens,
-        task_tokens=config.task_tokens,
-        n_bootstrap=config.n_bootstrap,
-        em_drop_tolerance=config.em_drop_tolerance,
-        refusal_phrases=tuple(lm.REFUSAL_PHRASES),
-    )
+    settings = config.audit
     with ctx.stage("prompts"):
         corpus = build_chat_corpus(config.corpus_seed, n_train=1200, n_heldout=200)
         if (config.harmful_prompts, config.harmless_prompts, config.benign_tasks) == (
@@ -328,16 +293,40 @@ def run(config: RheologyConfig, ctx: RunContext) -> Report:
     return report
 
 
+def _scalars(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if not k.endswith("_list")}
+
+
+def _pts(values: list[float]) -> str:
+    return " ".join(f"{100 * v:+.0f}" for v in values) or "-"
+
+
 def _report(report: Report, config: RheologyConfig, audits: dict[str, Any]) -> None:
+    from trustlab.methods.rheology.audit import placebo_ok
+
     first = next(iter(audits))
-    rows, inj, inj_val, cos_rows = [], [], [], []
+    settings = config.audit
+    k = settings.n_placebo
+    tol = settings.placebo_tolerance
+    rows, inj, inj_val, cos_rows, plac_rows = [], [], [], [], []
     for label, a in audits.items():
         for name, s in a.scalars.items():
             rows.append({"model": label, "params": a.n_params, "prompts": name, **s})
         for r in a.injection:
-            inj.append({"model": label, **r})
+            inj.append({"model": label, **_scalars(r)})
         for r in a.injection_val:
-            inj_val.append({"model": label, **r})
+            inj_val.append({"model": label, **_scalars(r)})
+        b = a.best
+        for j, (g, e) in enumerate(
+            zip(b.get("placebo_gains_list", []), b.get("placebo_exact_match_drops_list", []),
+                strict=True)
+        ):  # fmt: skip
+            plac_rows.append({
+                "model": label, "placebo": j, "refusal_gain": g, "abs_refusal_change": abs(g),
+                "exact_match_drop": e,
+                "reproduces_effect": tol is not None and g > tol + 1e-12,
+                "moves_refusal_over_tolerance": tol is not None and abs(g) > tol + 1e-12,
+            })  # fmt: skip
         for layer, (ct, ch) in enumerate(zip(a.cos_task, a.cos_harm, strict=True)):
             cos_rows.append(
                 {
@@ -349,7 +338,6 @@ def _report(report: Report, config: RheologyConfig, audits: dict[str, Any]) -> N
                 }
             )
         head = label == first
-        b = a.best
         s = a.scalars["jailbreak"]
         report.metric(
             f"{label}_speed_ratio_jailbreak",
@@ -385,16 +373,32 @@ def _report(report: Report, config: RheologyConfig, audits: dict[str, Any]) -> N
             description="Jailbreak refusal rate at the operating point (evaluation prompts).",
         )
         report.metric(
-            f"{label}_placebo_refusal_gain",
-            b.get("placebo_refusal_gain", 0.0),
+            f"{label}_placebo_refusal_gain_worst",
+            b.get("placebo_refusal_gain_worst", 0.0),
             headline=head,
-            description=f"Placebo refusal gain at that point, pooled over the {config.n_placebo} "
-            "matched-norm placebos (= the mean of the per-placebo gains).",
+            description=f"Largest jailbreak refusal gain of any single one of the {k} "
+            "matched-norm placebos at the operating point (evaluation prompts); the criterion "
+            f"'no placebo reproduces the effect' holds when it is <= {tol}.",
         )
         report.metric(
-            f"{label}_placebo_max_abs_refusal_change",
-            b.get("placebo_max_abs_refusal_change", 0.0),
-            description="Largest |refusal change| of a single placebo at that point.",
+            f"{label}_placebo_refusal_change_worst",
+            b.get("placebo_refusal_change_worst", 0.0),
+            description="Largest |jailbreak refusal change| of any single placebo at the "
+            "operating point (evaluation prompts): how much a matched-norm random vector "
+            "disturbs refusal either way.",
+        )
+        report.metric(
+            f"{label}_placebo_refusal_gain",
+            b.get("placebo_refusal_gain", 0.0),
+            description=f"Mean placebo refusal gain at that point over the {k} placebos "
+            f"(95% t interval over placebos: {b.get('placebo_refusal_gain_mean_low', 0.0):+.3f} "
+            f"to {b.get('placebo_refusal_gain_mean_high', 0.0):+.3f}).",
+        )
+        report.metric(
+            f"{label}_placebo_n_moving_over_10_points",
+            b.get("placebo_n_over_10_points", 0),
+            description=f"Placebos (of {k}) that move jailbreak refusal by more than 10 points "
+            "either way at the operating point.",
         )
         report.metric(
             f"{label}_exact_match_drop",
@@ -419,10 +423,16 @@ def _report(report: Report, config: RheologyConfig, audits: dict[str, Any]) -> N
             f"‖r_raw‖ = {a.raw_norm:.2f}, typical residual norm {a.scale:.2f}. Operating point "
             f"(chosen on the {where} prompts): {b['variant']} injection at alpha = {b['alpha']} "
             f"raises jailbreak refusal from {100 * a.injection[0]['jailbreak_refusal']:.0f}% to "
-            f"{100 * b['jailbreak_refusal']:.0f}% ({100 * b['refusal_gain']:+.0f} points; "
-            f"placebos pooled {100 * b.get('placebo_refusal_gain', 0.0):+.1f}, largest single "
-            f"|change| {100 * b.get('placebo_max_abs_refusal_change', 0.0):.0f}) with a benign "
-            "exact-match drop "
+            f"{100 * b['jailbreak_refusal']:.0f}% ({100 * b['refusal_gain']:+.0f} points). "
+            f"Placebos, each at that point: gains {_pts(b.get('placebo_gains_list', []))} "
+            f"(worst {100 * b.get('placebo_refusal_gain_worst', 0.0):+.1f}; mean "
+            f"{100 * b.get('placebo_refusal_gain', 0.0):+.1f}, 95% t interval over placebos "
+            f"{100 * b.get('placebo_refusal_gain_mean_low', 0.0):+.1f} to "
+            f"{100 * b.get('placebo_refusal_gain_mean_high', 0.0):+.1f}; "
+            f"{b.get('placebo_n_over_10_points', 0)} of {k} move refusal by more than 10 points "
+            f"either way); criterion ({settings.placebo_criterion}, tolerance {tol}) "
+            f"{'passes' if placebo_ok(b, tol, settings.placebo_criterion) else 'FAILS'} on the "
+            "evaluation prompts. Benign exact-match drop "
             f"of {100 * b['exact_match_drop']:.1f} points on the evaluation prompts. Chosen on "
             f"the evaluation prompts instead (optimistic), the point would be {o['variant']} at "
             f"alpha = {o['alpha']} (gain {100 * o['refusal_gain']:+.0f}, placebo "
@@ -436,8 +446,17 @@ def _report(report: Report, config: RheologyConfig, audits: dict[str, Any]) -> N
     report.table(
         "injection",
         inj,
-        caption="Alpha sweep, both variants; placebo pooled over "
-        f"{config.n_placebo} matched-norm directions; Clopper–Pearson 95% intervals.",
+        caption=f"Alpha sweep on the evaluation prompts, both variants (read at the point chosen "
+        f"on validation; no choice uses this table); per point the {k} matched-norm placebos: "
+        "each placebo's gain (placebo_refusal_gains), the worst gain and |change|, the mean "
+        "with a 95% t interval over placebos; Clopper–Pearson 95% intervals for rates.",
+    )
+    report.table(
+        "placebos",
+        plac_rows,
+        caption=f"Every placebo at each model's operating point (evaluation prompts); "
+        f"tolerance {tol}: reproduces_effect = gain > tolerance, moves_refusal_over_tolerance "
+        "= |change| > tolerance.",
     )
     if inj_val:
         report.table(

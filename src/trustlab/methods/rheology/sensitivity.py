@@ -22,6 +22,7 @@ forwards' worth of rows, with no Python loop over perturbations.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -47,11 +48,25 @@ def fisher_metric_speed(logits: torch.Tensor, dlogits: torch.Tensor) -> torch.Te
     ``logits`` and ``dlogits`` are [..., V]; this is the standard deviation of ``dz`` under
     ``p = softmax(z)`` (the Fisher information metric pulled back through the softmax).
     """
-    z = torch.as_tensor(logits, dtype=torch.float64)
-    dz = torch.as_tensor(dlogits, dtype=torch.float64)
+    try:
+        z = torch.as_tensor(logits, dtype=torch.float64)
+        dz = torch.as_tensor(dlogits, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise InputError("fisher_metric_speed takes numeric logits and dlogits arrays.") from exc
     if z.shape != dz.shape:
         raise InputError(f"logits and dlogits must have one shape. Got {z.shape} and {dz.shape}.")
+    if z.dim() == 0 or z.shape[-1] == 0:
+        raise InputError(f"logits must be [..., V] with V >= 1. Got shape {tuple(z.shape)}.")
+    if bool(torch.isnan(z).any()) or bool((z == math.inf).any()):
+        raise InputError("The 'logits' parameter of fisher_metric_speed holds NaN or +inf.")
+    if not bool(torch.isfinite(z).any(-1).all()):
+        raise InputError(
+            "The 'logits' parameter of fisher_metric_speed has a row with no finite logit."
+        )
+    if not bool(torch.isfinite(dz).all()):
+        raise InputError("The 'dlogits' parameter of fisher_metric_speed holds NaN or inf.")
     p = torch.softmax(z, -1)
+    dz = torch.where(p > 0, dz, torch.zeros_like(dz))
     mean = (p * dz).sum(-1, keepdim=True)
     return ((p * (dz - mean) ** 2).sum(-1)).clamp_min(0.0).sqrt()
 
@@ -283,11 +298,30 @@ def ratio_ci(
     """``mean(num) / mean(den)`` with a paired percentile bootstrap CI over prompts (rows)."""
     from trustlab.stats import bootstrap_ci
 
-    a = np.asarray(num, dtype=np.float64)
-    b = np.asarray(den, dtype=np.float64)
-    point = float(a.mean() / b.mean()) if b.mean() > 0 else float("nan")
+    try:
+        a = np.asarray(num, dtype=np.float64)
+        b = np.asarray(den, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError("ratio_ci takes two numeric arrays (num, den).") from exc
+    if a.ndim != 1 or a.shape != b.shape:
+        raise InputError(
+            f"ratio_ci needs 1-D 'num' and 'den' of one length (paired rows). Got {a.shape} and "
+            f"{b.shape}."
+        )
     if a.size < 2:
-        return point, float("nan"), float("nan")
+        raise InputError(f"ratio_ci needs at least 2 paired rows for an interval. Got {a.size}.")
+    for name, arr in (("num", a), ("den", b)):
+        if not np.all(np.isfinite(arr)):
+            raise InputError(f"The '{name}' parameter of ratio_ci holds NaN or inf.")
+    if not b.mean() > 0:
+        raise InputError(
+            f"The 'den' parameter of ratio_ci must have a positive mean. Got {b.mean()}."
+        )
+    if not isinstance(rng, np.random.Generator):
+        raise InputError(
+            f"The 'rng' parameter of ratio_ci must be a numpy Generator. Got {type(rng).__name__}."
+        )
+    point = float(a.mean() / b.mean())
 
     def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         return x.mean(axis) / np.maximum(y.mean(axis), 1e-300)
