@@ -55,6 +55,7 @@ def main() -> None:
     ap.add_argument("--model", default="organism:chat-xs")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--batch-size", type=int, default=256, help="rows per batch of the loop")
     args = ap.parse_args()
 
     from trustlab import lm
@@ -72,7 +73,7 @@ def main() -> None:
 
     def loop(decoding, cache_dir=None):
         return lm.evaluate({"m": model}, sets, judges, decoding=decoding, cache_dir=cache_dir,
-                           batch_size=64, keep_text=True)  # fmt: skip
+                           batch_size=args.batch_size, keep_text=True)  # fmt: skip
 
     times: dict[str, list[float]] = {"baseline": [], "loop": [], "loop_no_early_stop": []}
     with torch_runtime(threads=1):

@@ -44,7 +44,8 @@ def _models(specs: list[str] | None, quick: bool):
 
 def _bench(model, prompts, eps, k: int, reps: int) -> tuple[float, float, float]:
     from trustlab import lm
-    from trustlab.methods.rheology import fisher_speed, placebo_directions, sensitivity_curve
+    from trustlab.lm import placebo_directions
+    from trustlab.methods.rheology import fisher_speed, sensitivity_curve
 
     site = f"blocks.{model.n_layers // 2}.resid_pre"
     g = torch.Generator().manual_seed(0)

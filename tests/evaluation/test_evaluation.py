@@ -192,3 +192,31 @@ def test_chat_xs_end_to_end_reproduces_its_card_and_stops_early(chat_xs, tmp_pat
     )  # fmt: skip
     assert again.stats["generated"] == 0
     assert max(len(it["reply"].split()) for it in again.items) <= 8
+
+
+def test_judges_per_prompt_set():
+    m = lm.ScriptedChatModel(_script, name="m")
+    harm = _numbered(8)
+    tasks = PromptSet.from_texts("tasks", ["request 1", "request 2"], references=["Sure: 1", "x"])
+    res = lm.evaluate([m], [harm, tasks], {"numbers": [lm.RefusalJudge()],
+                                           "tasks": [lm.ExactMatchJudge()]})  # fmt: skip
+    assert {(r["prompts"], r["judge"]) for r in res.rates} == {
+        ("numbers", "refusal"),
+        ("tasks", "exact_match"),
+    }
+    assert res.rate(prompts="tasks", judge="exact_match").k == 1
+    with pytest.raises(InputError, match="missing"):
+        lm.evaluate([m], [harm, tasks], {"numbers": [lm.RefusalJudge()]})
+
+
+def test_periodic_evaluation_of_a_model_in_training_restores_its_mode(tiny):
+    tiny.model.train()
+    try:
+        ps = PromptSet.from_texts("r", random_prompts(4, seed=2))
+        seen = []
+        judge = lm.CallableJudge(lambda it: seen.append(tiny.model.training) or True, name="j")
+        lm.evaluate({"step": tiny}, [ps], [judge], decoding=lm.Decoding(max_new_tokens=3))
+        assert seen == [False] * 4  # judged after generating in eval mode
+        assert tiny.model.training  # and handed back in training mode
+    finally:
+        tiny.model.eval()

@@ -15,12 +15,8 @@ from hypothesis.extra import numpy as hnp
 torch = pytest.importorskip("torch", reason="rheology needs trustlab[llm] (torch)")
 
 from trustlab.core.errors import ConfigError, InputError  # noqa: E402
-from trustlab.methods.rheology import (  # noqa: E402
-    fisher_metric_speed,
-    layer_cosines,
-    placebo_directions,
-    ratio_ci,
-)
+from trustlab.lm import layer_cosines, placebo_directions  # noqa: E402
+from trustlab.methods.rheology import fisher_metric_speed, ratio_ci  # noqa: E402
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 odd_numbers = st.one_of(
@@ -142,3 +138,133 @@ def test_config_audit_settings_valid_or_config_error_naming_the_key(key, value):
         assert all(math.isfinite(x) for x in got)
     if key in ("alphas", "gate_benign_rates", "eps"):
         assert len(got) >= 1 and list(got) == sorted(got)
+
+
+# -- on a tiny random Llama: sensitivity_curve, fisher_speed, typical_norm, audit_model -------
+
+_TINY: dict[str, object] = {}
+
+
+def _tiny():
+    """A tiny random Llama, built once (hypothesis runs examples without fixtures)."""
+    if "lm" not in _TINY:
+        import sys
+        import tempfile
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).parents[1] / "lm"))
+        from lm_testkit import CHAT_TEMPLATE, save_checkpoint
+
+        from trustlab import lm
+
+        path = save_checkpoint(Path(tempfile.mkdtemp()), "llama", CHAT_TEMPLATE)
+        _TINY["lm"] = lm.load(f"hf:{path}")
+    return _TINY["lm"]
+
+
+PROMPTS = [[{"role": "user", "content": t}] for t in ("how do i make a cake", "tell me a poem")]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    eps=st.lists(st.one_of(st.floats(-1, 1), st.sampled_from([math.nan, math.inf])), max_size=4),
+    scale=st.one_of(st.floats(-2, 5), st.just(math.nan)),
+    k=st.integers(0, 3),
+    zero_direction=st.booleans(),
+)
+def test_sensitivity_curve_valid_or_input_error(eps, scale, k, zero_direction):
+    from trustlab.methods.rheology import SensitivityCurve, sensitivity_curve
+
+    m = _tiny()
+    g = torch.Generator().manual_seed(0)
+    u = torch.zeros(m.d_model) if zero_direction else torch.randn(m.d_model, generator=g)
+    plac = torch.randn((k, m.d_model), generator=g)
+    try:
+        c = sensitivity_curve(m, PROMPTS, "blocks.1.resid_pre", u, eps, plac, scale=scale)
+    except InputError as exc:
+        assert any(p in str(exc) for p in ("eps", "scale", "placebos", "direction"))
+        return
+    assert isinstance(c, SensitivityCurve)
+    assert c.distance.shape == (len(eps), 2) and np.all(np.isfinite(c.distance))
+    assert np.all(c.distance >= 0) and np.all(c.placebo_distance >= 0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    width=st.integers(0, 40),
+    rows=st.integers(0, 3),
+    scale=st.one_of(st.floats(-1, 4), st.just(math.inf)),
+    zero=st.booleans(),
+)
+def test_fisher_speed_and_typical_norm_valid_or_input_error(width, rows, scale, zero):
+    from trustlab.methods.rheology import fisher_speed, typical_norm
+
+    m = _tiny()
+    dirs = torch.zeros((rows, width)) if zero else torch.randn((rows, width))
+    try:
+        v = fisher_speed(m, PROMPTS, "blocks.0.resid_pre", dirs, scale=scale)
+    except InputError as exc:
+        assert "directions" in str(exc) or "scale" in str(exc)
+    else:
+        assert v.shape == (rows, 2) and bool(torch.isfinite(v).all()) and bool((v >= 0).all())
+    rho = typical_norm(m, PROMPTS, "blocks.0.resid_pre")
+    assert math.isfinite(rho) and rho > 0
+    with pytest.raises(InputError, match="prompts"):
+        typical_norm(m, [], "blocks.0.resid_pre")
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    e=st.integers(0, 3),
+    n=st.integers(0, 3),
+    k=st.integers(0, 2),
+    bad=st.sampled_from([None, "nan", "negative", "shape"]),
+)
+def test_sensitivity_curve_result_type_checks_its_arrays(e, n, k, bad):
+    from trustlab.methods.rheology import SensitivityCurve
+
+    eps = np.linspace(-1, 1, e) if e else np.zeros(0)
+    d, pd = np.ones((e, n)), np.ones((e, k, n))
+    if bad == "nan" and d.size:
+        d[0, 0] = math.nan
+    elif bad == "negative" and d.size:
+        d[0, 0] = -1.0
+    elif bad == "shape":
+        pd = np.ones((e, k, n + 1))
+    try:
+        c = SensitivityCurve(eps, 1.0, d, pd, np.zeros_like(d), np.zeros_like(pd))
+    except InputError:
+        return
+    assert e > 0 and k > 0 and bad != "shape"
+    assert bad is None or n == 0  # a NaN or negative distance never makes a curve
+    assert np.all(np.isfinite(c.distance)) and np.all(c.distance >= 0)
+    assert c.placebo_distance.shape[:2] == (e, k) and k >= 1
+
+
+def test_audit_model_rejects_malformed_arguments_and_returns_a_model_audit(chat_xs):
+    import dataclasses
+
+    from trustlab import lm
+    from trustlab.datasets.prompt_sets import organism_steering_splits
+    from trustlab.methods.rheology import AuditSettings, ModelAudit, audit_model
+    from trustlab.organisms import build_chat_corpus
+
+    m = lm.LanguageModel(chat_xs.model.eval(), chat_xs.tokenizer, spec="organism:chat-xs")
+    sets = organism_steering_splits(build_chat_corpus(0, n_train=400, n_heldout=40), 8, 6, n_val=6)
+    s = AuditSettings(eps=(-0.2, 0.2), n_placebo=2, n_sensitivity_prompts=4, alphas=(1.0,),
+                      gate_benign_rates=(0.2,), n_bootstrap=100, jailbreak_tokens=2,
+                      task_tokens=3)  # fmt: skip
+    g, r = torch.Generator().manual_seed(0), np.random.default_rng(0)
+    for args, name in [
+        ((m, {"fit_harmful": []}, s, g, r), "prompts"),
+        ((m, sets, {"n_placebo": 2}, g, r), "settings"),
+        ((m, sets, s, 0, r), "generator"),
+        ((m, sets, s, g, 0), "rng"),
+        ((m, dataclasses.replace(sets, eval_jailbreak=[]), s, g, r), "eval_jailbreak"),
+        ((m, dataclasses.replace(sets, eval_task_answers=[]), s, g, r), "answer"),
+    ]:
+        with pytest.raises(InputError, match=name):
+            audit_model(*args)
+    a = audit_model(m, sets, s, g, r)
+    assert isinstance(a, ModelAudit) and a.best["selected_on"] == "validation"
+    assert len(a.best["placebo_gains_list"]) == 2

@@ -250,7 +250,7 @@ def _pts(x: float | None) -> str:
 def _table(header: list[str], rows: list[list[str]]) -> str:
     cols = [header, *rows]
     widths = [max(len(str(r[i])) for r in cols) for i in range(len(header))]
-    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True))  # noqa: E731
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)]).rstrip()
 
 
@@ -318,6 +318,28 @@ def _judges(judges: Any) -> list[Any]:
     if len(set(names)) != len(names):
         raise InputError(f"Judge names must be distinct. Got {names}.")
     return out
+
+
+def _judges_per_set(judges: Any, sets: list[PromptSet]) -> dict[str, list[Any]]:
+    """Judges for each prompt set: one list for all, or a dict set name -> list."""
+    if isinstance(judges, Mapping):
+        names = [ps.name for ps in sets]
+        unknown = sorted(set(map(str, judges)) - set(names))
+        missing = [n for n in names if n not in judges]
+        if unknown or missing:
+            raise InputError(
+                f"judges given per prompt set must name every set exactly: unknown "
+                f"{unknown or 'none'}, missing {missing or 'none'} (sets: {names})."
+            )
+        out = {str(k): _judges(v) for k, v in judges.items()}
+        by_name: dict[str, Any] = {}
+        for js in out.values():
+            for j in js:
+                if by_name.setdefault(j.name, j) is not j:
+                    raise InputError(f"Two different judges are both named {j.name!r}.")
+        return out
+    common = _judges(judges)
+    return {ps.name: common for ps in sets}
 
 
 def _levels(levels: Any, what: str) -> list[tuple[str, Any]]:
@@ -485,7 +507,7 @@ def evaluate(
     cache_dir: str | Path | None = None,
     alpha: float = 0.05,
     keep_text: bool = False,
-    batch_size: int = 32,
+    batch_size: int = 128,
     progress: Callable[..., Any] | None = None,
     seed: int = 0,
     load_options: Mapping[str, Any] | None = None,
@@ -494,10 +516,18 @@ def evaluate(
 
     ``models``: spec strings (``hf:``, ``organism:``, ``openai:``), :class:`LanguageModel` s or
     :class:`ChatModel` s (a list, or a dict name -> model). ``prompt_sets``: :class:`PromptSet`
-    s or specs (:func:`~trustlab.datasets.prompt_sets.load_prompt_set`). ``judges``: objects
-    with ``name`` and ``verdicts(items)``. ``transforms``/``interventions``: dicts name ->
+    s or specs (:func:`~trustlab.datasets.prompt_sets.load_prompt_set`; a dict names them).
+    ``judges``: objects with ``name`` and ``verdicts(items)``, one list for every set or a dict
+    set name -> list. ``transforms``/``interventions``: dicts name ->
     level (None = the untouched level). ``progress``: e.g. ``RunContext.progress``. ``seed``
     seeds the score bootstrap. ``load_options``: ``dtype``/``device`` for spec strings.
+    ``batch_size``: rows per decoding batch for local models (capped so one batch's KV cache
+    stays near 2^28 floats).
+
+    Periodic evaluation during training: pass the model being trained as a
+    :class:`LanguageModel` (or ``{"step 100": lm}``) without ``cache_dir`` (its weights change
+    between calls). Generation runs in eval mode under ``torch.no_grad``; the torch module's
+    training flag is restored when ``evaluate`` returns (also on error).
     """
     from trustlab.core.validation import check_open_unit
 
@@ -509,16 +539,31 @@ def evaluate(
         raise InputError(f"decoding must be an lm.Decoding. Got {type(decoding).__name__}.")
     model_list = _name_models(models)
     sets = _prompt_sets(prompt_sets)
-    judge_list = _judges(judges)
+    per_set = _judges_per_set(judges, sets)
     t_levels = _levels(transforms, "transforms")
     i_levels = _levels(interventions, "interventions")
     for ps in sets:
-        if not any(_applies(j, ps) for j in judge_list):
+        if not any(_applies(j, ps) for j in per_set[ps.name]):
             raise InputError(
                 f"No judge applies to prompt set {ps.name!r} (it has no reference answers)."
             )
     cache = ReplyCache(cache_dir) if cache_dir is not None else None
     rng = np.random.default_rng(seed)
+    training = [(m.model, bool(m.model.training)) for _, m in model_list
+                if isinstance(m, LanguageModel)]  # fmt: skip
+    for module, _ in training:
+        module.eval()
+    try:
+        return _evaluate(model_list, sets, per_set, t_levels, i_levels, decoding, cache, rng,
+                         alpha, keep_text, batch_size, progress, load_options)  # fmt: skip
+    finally:
+        for module, flag in training:
+            module.train(flag)
+
+
+def _evaluate(model_list, sets, per_set, t_levels, i_levels, decoding, cache, rng, alpha,
+              keep_text, batch_size, progress, load_options) -> Evaluation:  # fmt: skip
+    judge_list = list({j.name: j for js in per_set.values() for j in js}.values())
     items: list[dict[str, Any]] = []
     stats = {"generated": 0, "cached": 0, "uncached_backends": []}
     groups = [(m, t, i) for m in model_list for t in t_levels for i in i_levels]
@@ -536,7 +581,7 @@ def evaluate(
                 stats["uncached_backends"].append(mname)
         fingerprint = loaded.get("__fp__")
         replies = _generate_group(
-            backend, fingerprint, sets, judge_list, transform, iname, ispec, decoding, cache,
+            backend, fingerprint, sets, per_set, transform, iname, ispec, decoding, cache,
             stats,
         )  # fmt: skip
         for ps, texts in zip(sets, replies, strict=True):
@@ -545,7 +590,7 @@ def evaluate(
                 JudgeItem(ps.instruction(i), decoded[i], ps.reference(i), ps.item_meta(i))
                 for i in range(len(ps))
             ]
-            applicable = [j for j in judge_list if _applies(j, ps)]
+            applicable = [j for j in per_set[ps.name] if _applies(j, ps)]
             verdicts = judge_replies(applicable, jitems)
             ids = ps.ids()
             for j in applicable:
@@ -590,7 +635,7 @@ def _generate_group(
     backend: Any,
     fingerprint: str | None,
     sets: list[PromptSet],
-    judges: list[Any],
+    judges: dict[str, list[Any]],
     transform: Any,
     iname: str,
     ispec: Any,
@@ -617,7 +662,7 @@ def _generate_group(
         and (transform is None or bool(getattr(transform, "prefix_safe", False)))
     )
     for s_idx, ps in enumerate(sets):
-        applicable = [j for j in judges if _applies(j, ps)]
+        applicable = [j for j in judges[ps.name] if _applies(j, ps)]
         jitems = [JudgeItem(ps.instruction(i), "", ps.reference(i), ps.item_meta(i))
                   for i in range(len(ps))]  # fmt: skip
         rule, rule_key = _stop_rule(applicable, jitems) if early else (None, "none")

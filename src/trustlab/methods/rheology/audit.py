@@ -83,6 +83,34 @@ def audit_model(
     rng: np.random.Generator,
 ) -> ModelAudit:
     """Run the full audit of one model (see the module and package docs for definitions)."""
+    if not isinstance(prompts, SteeringSplits):
+        raise InputError(
+            "The 'prompts' parameter of audit_model must be a SteeringSplits "
+            f"(trustlab.datasets.prompt_sets). Got {type(prompts).__name__}."
+        )
+    if not isinstance(settings, AuditSettings):
+        raise InputError(
+            f"The 'settings' parameter of audit_model must be an AuditSettings. Got "
+            f"{type(settings).__name__}."
+        )
+    if not isinstance(generator, torch.Generator):
+        raise InputError(
+            f"The 'generator' parameter of audit_model must be a torch.Generator. Got "
+            f"{type(generator).__name__}."
+        )
+    if not isinstance(rng, np.random.Generator):
+        raise InputError(
+            f"The 'rng' parameter of audit_model must be a numpy Generator. Got "
+            f"{type(rng).__name__}."
+        )
+    for name in ("fit_harmful", "fit_harmless", "val_harmful", "cal_wrapped_harmful",
+                 "cal_wrapped_benign", "eval_jailbreak", "eval_tasks"):  # fmt: skip
+        if not getattr(prompts, name):
+            raise InputError(f"audit_model needs prompts in '{name}'. Got none.")
+    if len(prompts.eval_tasks) != len(prompts.eval_task_answers) or len(prompts.sel_tasks) != len(
+        prompts.sel_task_answers
+    ):
+        raise InputError("audit_model needs one answer per task (eval_* and sel_*).")
     rd = RefusalDirection(max_layer_fraction=settings.max_layer_fraction).fit(
         lm, prompts.fit_harmful, prompts.fit_harmless, prompts.val_harmful
     )

@@ -133,6 +133,8 @@ def typical_norm(
     """
     from trustlab.lm import get_activations
 
+    if isinstance(prompts, str) or len(prompts) == 0:
+        raise InputError("The 'prompts' parameter of typical_norm must be a non-empty list.")
     acts = get_activations(lm, list(prompts), [site], "post_instruction", batch_size=batch_size)
     return float(acts[:, 0].double().norm(dim=-1).mean())
 
@@ -153,6 +155,31 @@ class SensitivityCurve:
     placebo_distance: np.ndarray
     refusal_shift: np.ndarray
     placebo_refusal_shift: np.ndarray
+
+    def __post_init__(self) -> None:
+        eps = np.asarray(self.eps, dtype=np.float64)
+        d = np.asarray(self.distance, dtype=np.float64)
+        pd = np.asarray(self.placebo_distance, dtype=np.float64)
+        if eps.ndim != 1 or eps.size == 0 or d.ndim != 2 or d.shape[0] != eps.size:
+            raise InputError(
+                f"SensitivityCurve needs eps [E] and distance [E, N]. Got {eps.shape} and "
+                f"{d.shape}."
+            )
+        if pd.ndim != 3 or pd.shape[0] != eps.size or pd.shape[2] != d.shape[1] or pd.shape[1] < 1:
+            raise InputError(
+                f"SensitivityCurve needs placebo_distance [E, k>=1, N] = [{eps.size}, k, "
+                f"{d.shape[1]}]. Got {pd.shape}."
+            )
+        if (
+            np.shape(self.refusal_shift) != d.shape
+            or np.shape(self.placebo_refusal_shift) != pd.shape
+        ):
+            raise InputError("SensitivityCurve's refusal shifts must match the distances' shapes.")
+        for name, arr in (("eps", eps), ("distance", d), ("placebo_distance", pd)):
+            if not np.all(np.isfinite(arr)):
+                raise InputError(f"The '{name}' of a SensitivityCurve holds NaN or inf.")
+        if np.any(d < 0) or np.any(pd < 0):
+            raise InputError("Fisher–Rao distances in a SensitivityCurve must be >= 0.")
 
     @property
     def mean_distance(self) -> np.ndarray:
@@ -202,13 +229,17 @@ def sensitivity_curve(
     ``response_tokens``: per prompt, reply tokens to teacher-force; the distance is then the
     mean over the first reply token and these ``T`` tokens (all prompts need the same ``T``).
     """
-    if len(prompts) == 0:
-        raise InputError("sensitivity_curve needs at least one prompt.")
+    if isinstance(prompts, str) or len(prompts) == 0:
+        raise InputError("The 'prompts' parameter of sensitivity_curve must be a non-empty list.")
     eps_arr = np.asarray(list(eps), dtype=np.float64)
     if eps_arr.ndim != 1 or eps_arr.size == 0 or not np.isfinite(eps_arr).all():
         raise InputError(f"eps must be a non-empty list of finite numbers. Got {list(eps)}.")
-    if not scale > 0:
-        raise InputError(f"The 'scale' of sensitivity_curve must be > 0. Got {scale}.")
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, int | float)
+        or not (math.isfinite(scale) and scale > 0)
+    ):
+        raise InputError(f"The 'scale' parameter of sensitivity_curve must be > 0. Got {scale!r}.")
     u = torch.as_tensor(direction, dtype=torch.float64).reshape(-1)
     if float(u.norm()) == 0.0:
         raise InputError("The direction is the zero vector; it has no direction.")
@@ -260,9 +291,29 @@ def fisher_speed(
     The directional derivative of the logits ``J u`` comes from autograd (the double-backward
     form of a Jacobian-vector product), so no finite-difference step is involved.
     """
-    dirs = torch.as_tensor(directions, dtype=torch.float32)
+    try:
+        dirs = torch.as_tensor(directions, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise InputError("The 'directions' parameter of fisher_speed must be numeric.") from exc
     if dirs.dim() == 1:
         dirs = dirs.unsqueeze(0)
+    if dirs.dim() != 2 or dirs.shape[1] != lm.d_model or dirs.shape[0] == 0:
+        raise InputError(
+            f"The 'directions' parameter of fisher_speed must be [M>=1, {lm.d_model}]. Got "
+            f"{tuple(dirs.shape)}."
+        )
+    if not bool(torch.isfinite(dirs).all()) or bool((dirs.norm(dim=-1) == 0).any()):
+        raise InputError(
+            "The 'directions' parameter of fisher_speed must hold finite, non-zero vectors."
+        )
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, int | float)
+        or not (math.isfinite(scale) and scale > 0)
+    ):
+        raise InputError(f"The 'scale' parameter of fisher_speed must be > 0. Got {scale!r}.")
+    if isinstance(prompts, str) or len(prompts) == 0:
+        raise InputError("The 'prompts' parameter of fisher_speed must be a non-empty list.")
     dirs = dirs / dirs.norm(dim=-1, keepdim=True)
     batch = lm.encode(list(prompts))
     out = torch.empty((dirs.shape[0], len(prompts)), dtype=torch.float64)
