@@ -232,7 +232,7 @@ def test_reliability_diagram_returns_a_figure_without_display() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"n_bins": 0}, "'n_bins' parameter of ece must be an integer >= 1"),
+        ({"n_bins": 0}, r"'n_bins' parameter of ece must be in \[1, inf\]"),
         ({"strategy": "kmeans"}, "'strategy' parameter of ece must be one of"),
         ({"norm": "l3"}, "'norm' parameter of ece must be one of"),
     ],
@@ -246,13 +246,13 @@ def test_bad_options_raise(kwargs: dict, match: str) -> None:
     ("probs", "labels", "match"),
     [
         (np.array([0.2, 1.2]), [0, 1], r"must lie in \[0, 1\]"),
-        (np.array([0.2, np.nan]), [0, 1], "no NaN"),
-        (np.array([[0.2, 0.2], [0.5, 0.5]]), [0, 1], "must sum to 1"),
-        (np.array([0.2, 0.8]), [0, 2], r"must be in \[0, 2\)"),
-        (np.array([0.2, 0.8]), [0, 1, 1], "1-D with 2 entries"),
+        (np.array([0.2, np.nan]), [0, 1], "must be finite"),
+        (np.array([[0.2, 0.2], [0.5, 0.5]]), [0, 1], "rows that sum to 1"),
+        (np.array([0.2, 0.8]), [0, 2], r"class ids in \[0, 2\)"),
+        (np.array([0.2, 0.8]), [0, 1, 1], "must have 2 entries"),
         (np.array([0.2, 0.8]), [0.5, 1.0], "integer class ids"),
-        (np.zeros((0, 3)), [], "non-empty"),
-        (np.ones((2, 1)), [0, 0], "at least 2 columns"),
+        (np.zeros((0, 3)), [], "must not be empty"),
+        (np.ones((2, 1)), [0, 0], "at least 2"),
     ],
 )
 def test_bad_probs_or_labels_raise(probs: np.ndarray, labels: list, match: str) -> None:

@@ -150,12 +150,7 @@ def beta_posterior_quantile(
     """
     where = "beta_posterior_quantile"
     k_arr, n_arr = _check_kn(k, n, where)
-    try:
-        q_arr = np.asarray(q, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(
-            f"The 'q' parameter of {where} must be numeric. Got {type(q).__name__}."
-        ) from exc
+    q_arr = as_float_array(q, "q", where)
     if not np.all((q_arr >= 0.0) & (q_arr <= 1.0)):
         raise InputError(f"The 'q' parameter of {where} must be in [0, 1]. Got {q}.")
     if (

@@ -28,6 +28,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import (
+    as_float_array,
+    check_choice,
+    check_labels,
+    check_probs,
+    check_scalar,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -96,65 +103,25 @@ class CalibrationBins:
 
 
 def _check_choice(value: object, name: str, choices: tuple[str, ...], where: str) -> None:
-    if value not in choices:
-        options = ", ".join(repr(c) for c in choices)
+    if not isinstance(value, str):
         raise InputError(
-            f"The '{name}' parameter of {where} must be one of {options}. Got {value!r}."
+            f"The '{name}' parameter of {where} must be one of {', '.join(map(repr, choices))}. "
+            f"Got {value!r}."
         )
+    check_choice(value, name, choices, where)
 
 
 def _check_n_bins(n_bins: int, where: str) -> int:
-    if isinstance(n_bins, bool) or not isinstance(n_bins, int | np.integer) or n_bins < 1:
-        raise InputError(
-            f"The 'n_bins' parameter of {where} must be an integer >= 1. Got {n_bins}."
-        )
-    return int(n_bins)
+    return check_scalar(n_bins, "n_bins", where, kind=int, lo=1)
 
 
 def _as_probs(probs: ArrayLike, where: str) -> NDArray[np.float64]:
     """Return ``(n, K)`` probabilities; a 1-D input becomes the binary rows ``[1 - p, p]``."""
-    try:
-        p = np.asarray(probs, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(
-            f"The 'probs' parameter of {where} must be numeric. Got {type(probs).__name__}."
-        ) from exc
-    if p.ndim not in (1, 2) or p.shape[0] == 0:
-        raise InputError(
-            f"The 'probs' parameter of {where} must be a non-empty (n,) or (n, K) array. "
-            f"Got shape {p.shape}."
-        )
-    if not np.all((p >= 0.0) & (p <= 1.0)):  # also rejects NaN
-        raise InputError(f"The 'probs' parameter of {where} must lie in [0, 1] (no NaN).")
-    if p.ndim == 1:
-        return np.stack([1.0 - p, p], axis=1)
-    if p.shape[1] < 2:
-        raise InputError(
-            f"The 'probs' parameter of {where} needs at least 2 columns. Got shape {p.shape}."
-        )
-    worst = float(np.max(np.abs(p.sum(axis=1) - 1.0)))
-    if worst > _ROW_SUM_ATOL:
-        raise InputError(
-            f"The rows of 'probs' in {where} must sum to 1. Worst row is off by {worst:.3g}."
-        )
-    return p
+    return check_probs(probs, "probs", where, binary_1d=True, atol=_ROW_SUM_ATOL)
 
 
 def _as_labels(labels: ArrayLike, n: int, n_classes: int, where: str) -> NDArray[np.intp]:
-    y = np.asarray(labels)
-    if y.ndim != 1 or y.shape[0] != n:
-        raise InputError(
-            f"The 'labels' parameter of {where} must be 1-D with {n} entries. Got shape {y.shape}."
-        )
-    if y.dtype.kind not in "biuf" or (y.dtype.kind == "f" and np.any(y != np.round(y))):
-        raise InputError(f"The 'labels' parameter of {where} must hold integer class ids.")
-    y = y.astype(np.intp)
-    if np.any((y < 0) | (y >= n_classes)):
-        raise InputError(
-            f"The 'labels' parameter of {where} must be in [0, {n_classes}). "
-            f"Got values in [{y.min()}, {y.max()}]."
-        )
-    return y
+    return check_labels(labels, "labels", where, n_samples=n, n_classes=n_classes).astype(np.intp)
 
 
 def _top_label(
@@ -263,16 +230,8 @@ def calibration_bins(
     where = "calibration_bins"
     n_bins = _check_n_bins(n_bins, where)
     _check_choice(strategy, "strategy", _STRATEGIES, where)
-    try:
-        conf = np.asarray(confidences, dtype=np.float64)
-        out = np.asarray(correct, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"The inputs of {where} must be numeric arrays.") from exc
-    if conf.ndim != 1 or conf.size == 0:
-        raise InputError(
-            f"The 'confidences' parameter of {where} must be non-empty and 1-D. "
-            f"Got shape {conf.shape}."
-        )
+    conf = as_float_array(confidences, "confidences", where, ndim=1)
+    out = as_float_array(correct, "correct", where, allow_bool=True, allow_empty=True)
     if not np.all((conf >= 0.0) & (conf <= 1.0)):
         raise InputError(f"The 'confidences' parameter of {where} must lie in [0, 1] (no NaN).")
     if out.shape != conf.shape:
@@ -399,10 +358,7 @@ def worst_cell_ece(
     ``min_count`` keeps tiny cells, whose ECE is mostly sampling noise, out of the maximum.
     """
     where = "worst_cell_ece"
-    if isinstance(min_count, bool) or not isinstance(min_count, int | np.integer) or min_count < 1:
-        raise InputError(
-            f"The 'min_count' parameter of {where} must be an integer >= 1. Got {min_count}."
-        )
+    min_count = check_scalar(min_count, "min_count", where, kind=int, lo=1)
     table = calibration_by_cell(probs, labels, cells, n_bins=n_bins, strategy=strategy)
     big = table[table["n"] >= min_count]
     if big.empty:

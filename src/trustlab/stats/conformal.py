@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from trustlab.core.errors import InputError
-from trustlab.core.validation import check_open_unit
+from trustlab.core.validation import as_float_array, check_open_unit, check_scalar
 
 __all__ = ["conformal_pvalues", "conformal_quantile", "conformal_rank"]
 
@@ -24,16 +24,8 @@ _RANK_SLACK = 1e-9
 
 
 def _as_scores(scores: ArrayLike, name: str, where: str) -> NDArray[np.float64]:
-    try:
-        arr = np.asarray(scores, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(
-            f"The '{name}' parameter of {where} must be numeric. Got {type(scores).__name__}."
-        ) from exc
-    if arr.ndim != 1:
-        raise InputError(f"The '{name}' parameter of {where} must be 1-D. Got shape {arr.shape}.")
-    if arr.size == 0:
-        raise InputError(f"The '{name}' parameter of {where} must not be empty.")
+    """1-D, non-empty scores; +-inf is a legitimate score (never / always conforming), NaN not."""
+    arr = as_float_array(scores, name, where, ndim=1, allow_nonfinite=True)
     if np.isnan(arr).any():
         raise InputError(
             f"The '{name}' parameter of {where} contains {int(np.isnan(arr).sum())} NaN values."
@@ -48,9 +40,7 @@ def conformal_rank(n: int, alpha: float) -> int:
     this ``alpha`` (the threshold would be +infinity).
     """
     alpha = check_open_unit(alpha, "alpha", "conformal_rank")
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-        raise InputError(f"The 'n' parameter of conformal_rank must be an integer >= 0. Got {n}.")
-    n = int(n)
+    n = check_scalar(n, "n", "conformal_rank", kind=int, lo=0)
     k = math.ceil((n + 1) * (1.0 - alpha) - _RANK_SLACK)
     if k > n:
         need = math.ceil((1.0 - alpha) / alpha - _RANK_SLACK)
@@ -78,13 +68,9 @@ def conformal_pvalues(cal_scores: ArrayLike, test_scores: ArrayLike) -> NDArray[
     The result has the shape of ``test_scores`` (a 0-d array for a scalar).
     """
     cal = np.sort(_as_scores(cal_scores, "cal_scores", "conformal_pvalues"))
-    try:
-        test = np.asarray(test_scores, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(
-            "The 'test_scores' parameter of conformal_pvalues must be numeric. "
-            f"Got {type(test_scores).__name__}."
-        ) from exc
+    test = as_float_array(
+        test_scores, "test_scores", "conformal_pvalues", allow_nonfinite=True, allow_empty=True
+    )
     if np.isnan(test).any():
         raise InputError(
             "The 'test_scores' parameter of conformal_pvalues contains "
