@@ -85,7 +85,12 @@ def as_batch(lm: LanguageModel, prompt: PromptLike, name: str = "prompt") -> Bat
 
 
 def _target_ids(lm: LanguageModel, target: str | Sequence[str], n: int) -> list[list[int]]:
-    texts = [target] * n if isinstance(target, str) else list(target)
+    if isinstance(target, str):
+        texts = [target] * n
+    elif isinstance(target, Sequence) and not isinstance(target, bytes):
+        texts = list(target)
+    else:
+        texts = []
     if len(texts) != n or not all(isinstance(t, str) for t in texts):
         raise InputError(
             f"'target' must be one string or one string per prompt ({n}). Got {target!r:.80}."
