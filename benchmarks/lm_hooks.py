@@ -5,7 +5,7 @@ Figures are ratios of median wall times against the plain HF forward measured in
 process (target: capture and an active intervention under +10%; the embeddings-in path under
 +10%; per-head capture is stated, not targeted: it computes every head's [.., H, D] term).
 
-    python benchmarks/lm_hooks.py [--quick]
+    python benchmarks/lm_hooks.py [--quick] [--threads N] [--only TEXT]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 
 from trustlab import lm
+from trustlab.core.runtime import torch_runtime
 
 
 def build(d_model: int, vocab: int) -> lm.LanguageModel:
@@ -74,9 +75,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller model, fewer repeats")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    parser.add_argument(
+        "--only", default="", help="run only the cases whose name contains this text"
+    )
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    with torch_runtime(args.threads):
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     d_model, seq, repeats = (128, 32, 5) if args.quick else (512, 128, 9)
     model = build(d_model, vocab=2000)
     g = torch.Generator().manual_seed(1)
@@ -161,6 +168,8 @@ def main() -> None:
         ("capture head_z x4 layers, last token", heads_z_captured),
     ]
     for name, fn in cases:
+        if args.only and args.only not in name:
+            continue
         tb, tc, ratio = paired(plain, fn, repeats)
         print(f"{name:<44} {tc * 1e3:8.1f} ms vs plain {tb * 1e3:8.1f} ms   ratio {ratio:.3f}")
 

@@ -152,15 +152,7 @@ def unembed(lm: LanguageModel, resid: torch.Tensor, *, apply_norm: bool = True) 
     """Logits ``[..., vocab]`` of residual-stream vectors ``[..., d_model]``: the final norm
     (unless ``apply_norm=False``), the unembedding, and the family's logit soft-capping —
     the model's own head, so ``unembed(lm, last resid_post) == forward logits``."""
-    if not isinstance(resid, torch.Tensor) or not resid.is_floating_point():
-        raise InputError(
-            f"'resid' must be a float tensor [..., d_model]. Got {type(resid).__name__}."
-        )
-    if resid.dim() == 0 or resid.shape[-1] != lm.d_model:
-        raise InputError(
-            f"'resid' must end with d_model={lm.d_model}. Got shape {tuple(resid.shape)}."
-        )
-    h = resid.to(device=lm.device, dtype=lm.dtype)
+    h = lm.check_vectors(resid, "resid").to(device=lm.device, dtype=lm.dtype)
     with torch.no_grad():
         if apply_norm:
             h = _final_norm(lm)(h)
@@ -311,7 +303,7 @@ def direct_logit_attribution(
     (default the last; the next-token prediction). Active interventions apply.
     """
     pos = as_positions(position)
-    if not pos.is_fixed_count or pos.count(_n_post(lm)) != 1:
+    if not pos.is_fixed_count or pos.count(lm.n_post_instruction_or_none) != 1:
         raise InputError(f"'position' must select one token per prompt. Got {pos.describe()}.")
     from trustlab.lm.activations import _n_inputs
 
@@ -446,14 +438,9 @@ def _head_shares(
 
 def _columns(batch: Any, pos: Any, lm: LanguageModel) -> torch.Tensor:
     """The batch column of the one selected position of each row (left or right padding)."""
-    targets = pos.prompt_targets(batch.prompt_len, _n_post(lm))[:, 0]  # real-token index
+    targets = pos.prompt_targets(batch.prompt_len, lm.n_post_instruction_or_none)[
+        :, 0
+    ]  # real-token index
     real_index = batch.attention_mask.long().cumsum(1) - 1
     hits = (real_index == targets.unsqueeze(1)) & batch.attention_mask.bool()
     return hits.to(torch.int8).argmax(1)
-
-
-def _n_post(lm: LanguageModel) -> int | None:
-    try:
-        return lm.n_post_instruction_tokens
-    except Exception:  # no usable template: post_instruction positions will say so
-        return None

@@ -164,10 +164,7 @@ class HookRuntime:
 
     def _n_post(self) -> int | None:
         if self._n_post_instruction == -1:
-            try:
-                self._n_post_instruction = self.lm.n_post_instruction_tokens
-            except Exception:  # no usable template: post_instruction positions will say so
-                self._n_post_instruction = None
+            self._n_post_instruction = self.lm.n_post_instruction_or_none
         return self._n_post_instruction
 
     def current(self, hidden: torch.Tensor) -> StepState:

@@ -200,6 +200,26 @@ class LanguageModel:
         except (NotImplementedError, TypeError, ValueError):  # slow tokenizer: no offsets
             return len(self.tokenizer(text[end:], add_special_tokens=False)["input_ids"])
 
+    @property
+    def n_post_instruction_or_none(self) -> int | None:
+        """:attr:`n_post_instruction_tokens`, or None when the chat format cannot tell."""
+        try:
+            return self.n_post_instruction_tokens
+        except Exception:  # no usable template: post_instruction positions will say so
+            return None
+
+    def check_vectors(self, x: Any, name: str) -> torch.Tensor:
+        """``x`` as a float tensor ``[..., d_model]``, else an InputError naming ``name``."""
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            raise InputError(
+                f"'{name}' must be a float tensor [..., d_model]. Got {type(x).__name__}."
+            )
+        if x.dim() == 0 or x.shape[-1] != self.d_model:
+            raise InputError(
+                f"'{name}' must end with d_model={self.d_model}. Got shape {tuple(x.shape)}."
+            )
+        return x
+
     # ------------------------------------------------------------------ encoding
     def tokenize(self, prompts: Sequence[Prompt]) -> list[list[int]]:
         """Token ids per prompt: strings as raw text, conversations through the chat format.

@@ -241,7 +241,7 @@ def token_gradients(
             )
         targets_idx = torch.arange(int(lengths[0]), device=lengths.device).expand(batch.size, -1)
     elif pos.is_fixed_count:
-        targets_idx = pos.prompt_targets(lengths, _n_post(lm))
+        targets_idx = pos.prompt_targets(lengths, lm.n_post_instruction_or_none)
     else:
         raise InputError(
             f"token_gradients takes fixed-count positions or 'prompt'. Got {pos.describe()}."
@@ -274,13 +274,6 @@ def token_gradients(
     return TokenGradients(
         values=grad.float(), columns=columns, token_ids=current, logprob=logprob.detach()
     )
-
-
-def _n_post(lm: LanguageModel) -> int | None:
-    try:
-        return lm.n_post_instruction_tokens
-    except Exception:  # no usable template: post_instruction positions will say so
-        return None
 
 
 @dataclass(frozen=True)
@@ -331,14 +324,7 @@ def project_to_tokens(
     """
     if metric not in ("cosine", "l2"):
         raise InputError(f"'metric' must be 'cosine' or 'l2'. Got {metric!r}.")
-    if not isinstance(vectors, torch.Tensor) or not vectors.is_floating_point():
-        raise InputError(
-            f"'vectors' must be a float tensor [..., d_model]. Got {type(vectors).__name__}."
-        )
-    if vectors.dim() == 0 or vectors.shape[-1] != lm.d_model:
-        raise InputError(
-            f"'vectors' must end with d_model={lm.d_model}. Got shape {tuple(vectors.shape)}."
-        )
+    lm.check_vectors(vectors, "vectors")
     if not bool(torch.isfinite(vectors).all()):
         raise InputError("'vectors' has non-finite entries.")
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:

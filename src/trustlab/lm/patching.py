@@ -145,10 +145,7 @@ def _targets(
         return idx, idx
     if not pos.is_fixed_count:
         raise InputError(f"Patching takes fixed-count positions or 'all'. Got {pos.describe()}.")
-    try:
-        n_post = lm.n_post_instruction_tokens
-    except Exception:  # no usable template: post_instruction positions will say so
-        n_post = None
+    n_post = lm.n_post_instruction_or_none
     return pos.prompt_targets(src.prompt_len, n_post), pos.prompt_targets(tgt.prompt_len, n_post)
 
 
