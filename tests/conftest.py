@@ -82,3 +82,22 @@ def chat_xs(organism_home: Path) -> BuiltOrganism:
 def chat_s(organism_home: Path) -> BuiltOrganism:
     """`chat-s`, built once per session (a few minutes of CPU; use from slow tests only)."""
     return _built("chat-s", organism_home)
+
+
+@pytest.fixture(scope="session")
+def tool_xs(organism_home: Path) -> BuiltOrganism:
+    """`tool-xs`, the tool-caller of default tests, built once per session (under a minute)."""
+    return _built("tool-xs", organism_home)
+
+
+@pytest.fixture(scope="session")
+def tool_s(organism_home: Path) -> BuiltOrganism:
+    """`tool-s`, built once per session (a few minutes of CPU; use from slow tests only)."""
+    return _built("tool-s", organism_home)
+
+
+@pytest.fixture(scope="session")
+def smol_chat(organism_home: Path) -> BuiltOrganism:
+    """`smol-chat`, built once per session (tens of minutes of CPU; slow tests only)."""
+    pytest.importorskip("peft", reason="smol-chat needs peft (trustlab[llm])")
+    return _built("smol-chat", organism_home)

