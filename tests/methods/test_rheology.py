@@ -636,3 +636,11 @@ def test_kv_cached_greedy_rows_equal_rerunning_the_whole_sequence(chat_xs_lm, ti
     assert greedy_rows(tiny, ps, "blocks.1.resid_pre", d, max_new_tokens=6) == greedy_rows(
         tiny, ps, "blocks.1.resid_pre", d, max_new_tokens=6, cache=False
     )
+
+
+def test_the_full_preset_is_the_scaling_family_and_the_default_the_quick_family():
+    from trustlab.core import resolve_config
+    from trustlab.methods.rheology.experiment import FAMILY, QUICK_FAMILY, RheologyConfig
+
+    assert resolve_config(RheologyConfig, full=True).models == FAMILY
+    assert resolve_config(RheologyConfig).models == QUICK_FAMILY

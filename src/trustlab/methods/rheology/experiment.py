@@ -24,7 +24,8 @@ from trustlab.methods.rheology.settings import AuditSettings
 
 FAMILY = ["organism:chat-xs", "organism:chat-s", "organism:chat-m", "organism:chat-l"]
 # The default audits the two smallest organisms (results within minutes on a fresh machine); the
-# whole scaling axis is one flag away (`--set models=full`); `--quick` audits chat-xs alone.
+# whole scaling axis is one flag away (`--full`, or `--set models=full`); `--quick` audits
+# chat-xs alone.
 QUICK_FAMILY = FAMILY[:2]
 DEFAULT_MODELS = QUICK_FAMILY
 ORGANISM_PROMPTS = "organism"
@@ -104,6 +105,9 @@ class RheologyConfig(ExperimentConfig):
             "n_bootstrap": 300,
         },
     }
+
+    # `trustlab run rheology --full` / `make run FULL=1`: the whole organism scaling family
+    FULL: ClassVar[dict[str, Any]] = {"models": FAMILY}
 
     @field_validator("models", mode="before")
     @classmethod
