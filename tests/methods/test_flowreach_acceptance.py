@@ -28,7 +28,6 @@ VNNCOMP = Path(os.environ.get("TRUSTLAB_SHARED_DATA", Path(__file__).resolve().p
                               / "shared" / "data")) / "vnncomp"
 
 
-@pytest.mark.slow
 @pytest.mark.realdata
 @pytest.mark.acceptance
 def test_verify_cli_falsifies_known_sat_acas_xu_at_the_vnncomp_timeout(tmp_path):

@@ -23,7 +23,7 @@ from trustlab.core.errors import InputError
 from trustlab.datasets.onnx_nets import ReluMLP
 from trustlab.datasets.vnnlib import OutputPolytope, VnnlibRegion, VnnlibSpec
 
-__all__ = ["TightSpecInfo", "deep_relu_instance", "tight_relu_instance"]
+__all__ = ["TightSpecInfo", "deep_relu_instance", "tight_relu_instance", "v_shape_instance"]
 
 
 def _random_relu_mlp(depth: int, width: int, n_inputs: int, n_outputs: int,
@@ -147,3 +147,44 @@ def tight_relu_instance(
     threshold = float(hi + rel_margin * span)
     spec = _y0_at_least(lower, upper, n_outputs, threshold)
     return mlp, spec, TightSpecInfo(hi, lo, threshold, rel_margin)
+
+
+def v_shape_instance(
+    gap: float,
+    *,
+    n_extra: int = 0,
+    rng: np.random.Generator | None = None,
+    width: float = 0.2,
+    slack: float = 0.1,
+) -> tuple[ReluMLP, VnnlibSpec]:
+    """A network with a *non-convex* (V-shaped) reach set and an unsafe set in its hollow.
+
+    Inputs ``x`` in ``[-1, 1]^(2 + n_extra)``; outputs ``Y_0 = x_0``,
+    ``Y_1 = |x_0| + slack * x_1`` (plus ``n_extra`` outputs ``Y_k = x_k``, a many-output
+    variant). The reach set is the band ``|Y_0| - slack <= Y_1 <= |Y_0| + slack``. The unsafe
+    set ``{|Y_0| <= width, Y_1 >= width + slack + gap}`` sits ``gap`` above the band inside the
+    V: the property holds for every ``gap > 0``, but every convex set containing the band
+    (box, ellipsoid, zonotope) meets the unsafe set. A learned shape can separate them once
+    ``gap`` exceeds its resolution; Monte Carlo certifies regardless (zero hits).
+    """
+    if not gap > 0 or not width > 0 or not slack >= 0:
+        raise InputError(f"gap and width must be > 0, slack >= 0. Got {gap}, {width}, {slack}.")
+    n_in = 2 + int(n_extra)
+    w1 = np.zeros((4 + n_extra * 2, n_in))
+    w1[0, 0], w1[1, 0] = 1.0, -1.0  # relu(x0), relu(-x0)
+    w1[2, 1], w1[3, 1] = 1.0, -1.0  # relu(x1), relu(-x1)
+    for k in range(n_extra):
+        w1[4 + 2 * k, 2 + k], w1[5 + 2 * k, 2 + k] = 1.0, -1.0
+    w2 = np.zeros((2 + n_extra, w1.shape[0]))
+    w2[0, :2] = [1.0, -1.0]  # x0
+    w2[1, :4] = [1.0, 1.0, slack, -slack]  # |x0| + slack * x1
+    for k in range(n_extra):
+        w2[2 + k, 4 + 2 * k: 6 + 2 * k] = [1.0, -1.0]
+    mlp = ReluMLP((w1, w2), (np.zeros(len(w1)), np.zeros(len(w2))))
+    n_out = 2 + n_extra
+    A = np.zeros((3, n_out))
+    A[0, 0], A[1, 0], A[2, 1] = 1.0, -1.0, -1.0
+    b = np.array([width, width, -(width + slack + gap)])
+    region = VnnlibRegion(-np.ones(n_in), np.ones(n_in), (OutputPolytope(A, b),))
+    del rng
+    return mlp, VnnlibSpec(n_in, n_out, (region,))
