@@ -33,9 +33,12 @@ from trustlab.datasets.vnnlib import (
 )
 from trustlab.methods.flowreach import (
     SIDECAR_SCHEMA,
+    BoxReachSet,
     BoxSearch,
+    FlowMatching,
     VerifySettings,
     bounded_ams,
+    calibrated_threshold,
     crown_bounds,
     crown_bounds_batch,
     deep_relu_instance,
@@ -47,6 +50,7 @@ from trustlab.methods.flowreach import (
     prove_region_bab,
     recheck_witness,
     restricted_tail_exact,
+    sample_box,
     verify_instance,
     vnncomp_score,
     write_result,
@@ -192,6 +196,46 @@ def test_wrong_verdict_rule():
     assert is_wrong("sat", "falsified", "unsat")
     assert is_wrong("sat", "falsified", "sat", witness_confirmed=False)
     assert not is_wrong("unknown", "none", "sat") and not is_wrong("unsat", "sound", "unsat")
+
+
+def test_disputes_are_for_mnist_rows_only():
+    from trustlab.methods.flowreach.results import is_disputed
+
+    assert is_disputed("mnist", "sat", sound_unsat=True, witness_confirmed=None)
+    assert is_disputed("mnist", "unsat", sound_unsat=False, witness_confirmed=True)
+    assert not is_disputed("acasxu", "sat", sound_unsat=True, witness_confirmed=None)
+    assert not is_disputed("acasxu", "unsat", sound_unsat=False, witness_confirmed=True)
+    assert not is_disputed("mnist", "unsat", sound_unsat=True, witness_confirmed=False)
+
+
+@pytest.mark.realdata
+def test_sound_methods_never_prove_a_known_sat_acas_xu_instance():
+    """On ACAS Xu a CROWN proof of a known-sat instance is a bug (the files are VNN-COMP's):
+    unbranched CROWN and CROWN+BaB (a short budget) must not say unsat on any of the 47."""
+    import os
+    from pathlib import Path
+
+    from trustlab.datasets.onnx_nets import load_instances
+    from trustlab.datasets.vnnlib import load_vnnlib
+    from trustlab.methods.flowreach.bounds import prove_region
+
+    folder = Path(os.environ.get("TRUSTLAB_SHARED_DATA", Path(__file__).resolve().parents[2]
+                                 .parent / "shared" / "data")) / "vnncomp" / "acasxu"
+    if not folder.is_dir():
+        pytest.skip(f"VNN-COMP data not available here: {folder}")
+    known = load_known_results(folder)
+    sat = [i for i in load_instances(folder) if known[i.key].expected == "sat"]
+    assert len(sat) == 47
+    import time
+
+    for inst in sat:
+        mlp = OnnxNetwork(inst.onnx).relu_mlp()
+        for region in load_vnnlib(inst.vnnlib).regions:
+            assert prove_region(mlp, region, "crown").verdict != "unsat", inst.key
+            bab = prove_region_bab(mlp, region, timeout=0.3, clock=time.process_time)
+            assert bab.verdict != "unsat", inst.key
+            if bab.verdict == "sat":  # a violating box centre: it must really violate
+                assert region.output_violated(mlp(bab.witness[None]))[0]
 
 
 def test_monte_carlo_dominance_bound():
@@ -410,3 +454,42 @@ def test_public_api_property_correct_result_or_input_error(alpha, n_cal, timeout
     else:
         assert 0 <= res.upper <= 1 and math.isfinite(res.estimate)
         assert n_particles >= 2 and 0 < p_min < 1 and radius > 0
+
+
+_bad_floats = st.sampled_from([float("nan"), float("inf"), -float("inf"), 0.0, -1.0, 1.0, 0.3])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.integers(0, 6), cols=st.integers(0, 4), poison=_bad_floats,
+    where=st.integers(0, 30), alpha=_bad_floats, n=st.one_of(st.integers(-3, 5), st.just(2.5)),
+)
+def test_array_entry_points_property(rows, cols, poison, where, alpha, n):
+    """Arrays of any shape with NaN/inf cells: a correct result or InputError naming the
+    parameter, never a raw exception or a NaN result."""
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=(rows, cols))
+    if y.size:
+        y.flat[where % y.size] = poison
+    region = VnnlibRegion(np.zeros(2), np.ones(2), (OutputPolytope(np.eye(3)[:1], np.zeros(1)),))
+    mlp = _mlp(0, (2, 4, 3))
+    calls = [
+        lambda: margin_np(region, y),
+        lambda: BoxReachSet(alpha=alpha).fit(y).calibrate(y),
+        lambda: calibrated_threshold(y.ravel(), alpha, None),
+        lambda: sample_box(region, n, rng),
+        lambda: crown_bounds(mlp, y.ravel()[:2], y.ravel()[:2] + 0.1, np.eye(3)),
+        lambda: FlowMatching(n_iters=2).fit(y),
+    ]
+    for call in calls:
+        try:
+            out = call()
+        except InputError as exc:
+            assert str(exc) and "\n" not in str(exc)
+            continue
+        if isinstance(out, tuple):
+            out = out[0]
+        if isinstance(out, np.ndarray) and out.dtype.kind == "f":
+            assert np.all(np.isfinite(out))
+        elif isinstance(out, float):
+            assert math.isfinite(out)

@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_open_unit
 
 __all__ = ["AMSResult", "bounded_ams", "restricted_gaussian", "restricted_tail_exact"]
 
@@ -122,15 +123,23 @@ def bounded_ams(
     when the estimate falls below ``p_min`` (``M >= n log(1/p_min)``), or after ``max_rounds``
     rounds of ``n_mcmc`` MCMC steps. ``delta`` is the miscoverage of the upper bound.
     """
-    if n_particles < 2:
-        raise InputError(f"bounded_ams needs n_particles >= 2. Got {n_particles}.")
-    if not 0 < p_min < 1 or not 0 < delta < 1:
-        raise InputError(f"p_min and delta must be in (0, 1). Got {p_min}, {delta}.")
-    if not radius > 0:
-        raise InputError(f"The ball radius must be positive. Got {radius}.")
+    for name, v, lo in (("n_particles", n_particles, 2), ("dim", dim, 1), ("n_mcmc", n_mcmc, 1),
+                        ("max_rounds", max_rounds, 0)):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < lo:
+            raise InputError(f"The '{name}' parameter of bounded_ams must be an integer >= {lo}. "
+                             f"Got {v!r}.")
+    check_open_unit(p_min, "p_min", "bounded_ams")
+    check_open_unit(delta, "delta", "bounded_ams")
+    check_open_unit(step, "step", "bounded_ams")
+    if not isinstance(radius, int | float) or not radius > 0:
+        raise InputError(f"The 'radius' parameter of bounded_ams must be a positive number (inf: "
+                         f"no ball). Got {radius!r}.")
     n = n_particles
     z = restricted_gaussian(n, dim, radius, rng)
     s = np.asarray(score(z), dtype=np.float64)
+    if s.shape != (n,) or np.isnan(s).any():
+        raise InputError(f"The 'score' parameter of bounded_ams must map a (k, dim) batch to k "
+                         f"non-NaN floats. Got shape {s.shape} for k = {n}.")
     evals = n
     counts = (s < 0).astype(np.int64)
     active = s < 0

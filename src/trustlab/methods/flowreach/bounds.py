@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from trustlab.core.errors import InputError
 from trustlab.datasets.onnx_nets import ReluMLP
 from trustlab.datasets.vnnlib import VnnlibRegion
 
@@ -33,11 +34,34 @@ __all__ = [
 ]
 
 
+def _check_spec_matrix(C, mlp: ReluMLP, where: str) -> NDArray[np.float64]:
+    C = np.asarray(C, dtype=np.float64)
+    if C.ndim != 2 or C.shape[1] != mlp.n_outputs or not np.all(np.isfinite(C)):
+        raise InputError(f"The 'C' parameter of {where} must be a finite (m, {mlp.n_outputs}) "
+                         f"matrix. Got shape {C.shape}.")
+    return C
+
+
+def _check_box(mlp: ReluMLP, lower, upper, where: str, batch: bool = False):
+    if not isinstance(mlp, ReluMLP):
+        raise InputError(f"The 'mlp' parameter of {where} must be a ReluMLP. Got "
+                         f"{type(mlp).__name__}.")
+    lo = np.asarray(lower, dtype=np.float64)
+    hi = np.asarray(upper, dtype=np.float64)
+    want = 2 if batch else 1
+    if lo.shape != hi.shape or lo.ndim != want or lo.shape[-1] != mlp.n_inputs:
+        raise InputError(f"The 'lower'/'upper' parameters of {where} must both have shape "
+                         f"({'B, ' if batch else ''}{mlp.n_inputs}). Got {lo.shape} and {hi.shape}.")
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))) or np.any(lo > hi):
+        raise InputError(f"The box of {where} must be finite with lower <= upper.")
+    return lo, hi
+
+
 def ibp_bounds(
     mlp: ReluMLP, lower: NDArray[np.float64], upper: NDArray[np.float64]
 ) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
     """Interval bounds of every layer's pre-activation (the last entry bounds the output)."""
-    lo, hi = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
+    lo, hi = _check_box(mlp, lower, upper, "ibp_bounds")
     out = []
     for i, (w, b) in enumerate(zip(mlp.weights, mlp.biases, strict=True)):
         c, r = (hi + lo) / 2, (hi - lo) / 2
@@ -92,7 +116,8 @@ def crown_bounds(
     deadline: float | None = None,
 ) -> tuple[NDArray[np.float64] | None, list[tuple[NDArray[np.float64], NDArray[np.float64]]]]:
     """Lower bounds of ``C y`` by CROWN, or ``None`` when ``deadline`` (perf_counter) passes."""
-    lower, upper = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
+    lower, upper = _check_box(mlp, lower, upper, "crown_bounds")
+    C = _check_spec_matrix(C, mlp, "crown_bounds")
     pre: list[tuple[NDArray[np.float64], NDArray[np.float64]]] = []
     n_layers = len(mlp.weights)
     for layer in range(n_layers - 1):
@@ -107,6 +132,13 @@ def crown_bounds(
     return out, pre
 
 
+def _check_budget(timeout: float, where: str) -> None:
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0 \
+            or timeout != timeout:
+        raise InputError(f"The 'timeout' parameter of {where} must be a positive number of "
+                         f"seconds. Got {timeout!r}.")
+
+
 @dataclass(frozen=True)
 class BoundResult:
     verdict: str  # "unsat" (proved safe), "unknown" (abstain), "timeout"
@@ -117,6 +149,10 @@ def prove_region(
     mlp: ReluMLP, region: VnnlibRegion, method: str = "crown", timeout: float = 60.0
 ) -> BoundResult:
     """Try to prove the region safe: every polytope has an atom with lower bound ``> b``."""
+    if method not in ("ibp", "crown"):
+        raise InputError(f"The 'method' parameter of prove_region must be 'ibp' or 'crown'. "
+                         f"Got {method!r}.")
+    _check_budget(timeout, "prove_region")
     start = time.perf_counter()
     rows = [(p.A, p.b) for p in region.polytopes]
     if any(len(b) == 0 for _, b in rows):
@@ -164,7 +200,10 @@ def crown_bounds_batch(
     """
     import torch
 
-    lo = torch.as_tensor(np.atleast_2d(lower), dtype=torch.float64)
+    lower, upper = _check_box(mlp, np.atleast_2d(lower), np.atleast_2d(upper),
+                              "crown_bounds_batch", batch=True)
+    C = _check_spec_matrix(C, mlp, "crown_bounds_batch")
+    lo = torch.as_tensor(lower, dtype=torch.float64)
     hi = torch.as_tensor(np.atleast_2d(upper), dtype=torch.float64)
     Ws = [torch.as_tensor(w, dtype=torch.float64) for w in mlp.weights]
     bs = [torch.as_tensor(b, dtype=torch.float64) for b in mlp.biases]
@@ -305,6 +344,10 @@ def prove_region_bab(
     centre (``sat``, re-checked by ``confirm`` when given), or spends ``timeout`` seconds or
     ``max_boxes`` CROWN bounds (``timeout``).
     """
+    _check_budget(timeout, "prove_region_bab")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise InputError(f"The 'batch' parameter of prove_region_bab must be an integer >= 1. "
+                         f"Got {batch!r}.")
     start = clock()
     search = BoxSearch(mlp, region, confirm=confirm)
     while search.status == "open":

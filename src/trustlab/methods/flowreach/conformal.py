@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from scipy import optimize, special
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.validation import check_open_unit
 from trustlab.datasets.vnnlib import VnnlibRegion
 from trustlab.methods.flowreach.flow import FlowMatching
 from trustlab.stats import conformal_quantile
@@ -58,9 +59,34 @@ def pac_rank(n: int, alpha: float, delta: float) -> int:
     return int(ks[ok[0]])
 
 
+def _outputs(y: object, name: str, where: str, n_cols: int | None = None) -> NDArray[np.float64]:
+    """``y`` as a finite float64 matrix (n >= 1, d), or InputError naming the parameter."""
+    try:
+        arr = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"The '{name}' parameter of {where} must be a numeric (n, d) array. "
+                         f"Got {type(y).__name__}.") from None
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise InputError(f"The '{name}' parameter of {where} must be a 2-D (n, d) array with "
+                         f"n, d >= 1. Got shape {arr.shape}.")
+    if not np.all(np.isfinite(arr)):
+        raise InputError(f"The '{name}' parameter of {where} has {int(np.sum(~np.isfinite(arr)))} "
+                         "NaN or infinite value(s).")
+    if n_cols is not None and arr.shape[1] != n_cols:
+        raise InputError(f"The '{name}' parameter of {where} must have {n_cols} columns (as at "
+                         f"fit). Got {arr.shape[1]}.")
+    return arr
+
+
 def calibrated_threshold(scores: NDArray[np.floating], alpha: float, delta: float | None) -> float:
     """The conformal threshold (marginal when ``delta`` is None, PAC otherwise)."""
+    check_open_unit(alpha, "alpha", "calibrated_threshold")
+    if delta is not None:
+        check_open_unit(delta, "delta", "calibrated_threshold")
     scores = np.asarray(scores, dtype=np.float64)
+    if scores.ndim != 1 or len(scores) == 0 or not np.all(np.isfinite(scores)):
+        raise InputError("The 'scores' parameter of calibrated_threshold must be a non-empty "
+                         f"1-D array of finite numbers. Got shape {scores.shape}.")
     if delta is None:
         return conformal_quantile(scores, alpha)
     k = pac_rank(len(scores), alpha, delta)
@@ -77,6 +103,7 @@ class _ReachSet:
     def calibrate(self, y_cal: NDArray[np.floating]) -> _ReachSet:
         """Set the threshold ``q_`` from fresh calibration outputs."""
         self._require_fit("calibrate")
+        y_cal = _outputs(y_cal, "y_cal", f"{type(self).__name__}.calibrate", self.dim_)
         self.cal_scores_ = self.score(y_cal)
         self.q_ = calibrated_threshold(self.cal_scores_, self.alpha, self.delta)
         return self
@@ -92,7 +119,14 @@ class _ReachSet:
 
     def contains(self, y: NDArray[np.floating]) -> NDArray[np.bool_]:
         self._require_cal("contains")
+        y = _outputs(y, "y", f"{type(self).__name__}.contains", self.dim_)
         return self.score(y) <= self.q_
+
+    def _check_levels(self) -> None:
+        where = type(self).__name__
+        check_open_unit(self.alpha, "alpha", where)
+        if self.delta is not None:
+            check_open_unit(self.delta, "delta", where)
 
 
 class FlowReachSet(_ReachSet):
@@ -118,7 +152,10 @@ class FlowReachSet(_ReachSet):
     def fit(self, y_train: NDArray[np.floating]) -> FlowReachSet:
         if self.score_kind not in ("latent_norm", "nll"):
             raise InputError(f"score must be 'latent_norm' or 'nll'. Got {self.score_kind!r}.")
+        self._check_levels()
+        y_train = _outputs(y_train, "y_train", "FlowReachSet.fit")
         self.flow_ = (self.flow or FlowMatching()).fit(y_train)
+        self.dim_ = y_train.shape[1]
         self.fitted_ = True
         return self
 
@@ -151,9 +188,11 @@ class _LinearShape(_ReachSet):
         raise NotImplementedError
 
     def fit(self, y_train: NDArray[np.floating]) -> _LinearShape:
-        y = np.asarray(y_train, dtype=np.float64)
-        if y.ndim != 2 or len(y) < 2:
+        self._check_levels()
+        y = _outputs(y_train, "y_train", f"{type(self).__name__}.fit")
+        if len(y) < 2:
             raise InputError(f"{type(self).__name__}.fit needs (n >= 2, d) outputs. Got {y.shape}.")
+        self.dim_ = y.shape[1]
         self.center_ = y.mean(axis=0)
         self._set_frame(y)
         self.L_inv_ = np.linalg.pinv(self.L_)

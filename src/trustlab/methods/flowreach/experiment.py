@@ -30,6 +30,7 @@ from trustlab.datasets.vnnlib import load_vnnlib
 from trustlab.methods.flowreach.bounds import output_upper_bound
 from trustlab.methods.flowreach.falsify import margin_np, sample_box
 from trustlab.methods.flowreach.results import (
+    is_disputed,
     is_wrong,
     recheck_witness,
     vnncomp_score,
@@ -169,13 +170,10 @@ def _run_benchmark(name, folder, limit, config, ctx, rows, details):
         if expected == "sat" and any(res.verdicts.get(m) == "unsat"
                                      for m in PROBABILISTIC_METHODS):
             row["sat_violation_upper"] = _violation_upper(net, spec, config, rng)
-        # MNIST only: the copied vnnlib files are not the ones VNN-COMP 2025 ran (docs), so a
-        # known answer refuted on the copied file is flagged, not scored. On ACAS Xu the files
-        # are the competition's: a contradiction there is a wrong verdict, never a dispute.
-        row["disputed"] = name == "mnist" and (
-            (expected == "sat" and any(res.verdicts.get(m) == "unsat" for m in ("crown",
-                                                                              "crown_bab")))
-            or (expected == "unsat" and bool(row["cex_rechecked"])))
+        row["disputed"] = is_disputed(
+            name, expected, witness_confirmed=row["cex_rechecked"],
+            sound_unsat=any(res.guarantees.get(m) == "sound" and res.verdicts.get(m) == "unsat"
+                            for m in ("crown", "crown_bab")))
         row["decided_on_files"] = ("sat" if row["cex_rechecked"] else
                                    "unsat" if "sound" in (res.guarantees.get("crown"),
                                                           res.guarantees.get("crown_bab"))

@@ -33,8 +33,19 @@ __all__ = [
 _EMPTY_CLAUSE = -1e30  # a clause without output atoms is always satisfied
 
 
+def _check_outputs(region: VnnlibRegion, shape: tuple[int, ...], where: str) -> None:
+    if not isinstance(region, VnnlibRegion):
+        raise InputError(f"The 'region' parameter of {where} must be a VnnlibRegion. Got "
+                         f"{type(region).__name__}.")
+    cols = {p.A.shape[1] for p in region.polytopes}
+    if len(shape) != 2 or (cols and shape[1] not in cols):
+        raise InputError(f"The 'y' parameter of {where} must have shape (n, {cols.pop() if cols else 'd'}"
+                         f"). Got {tuple(shape)}.")
+
+
 def margin_torch(region: VnnlibRegion, y: torch.Tensor) -> torch.Tensor:
     """``min_k max_a (A_k y - b_k)_a`` for a batch ``y`` (n, n_outputs); <= 0 means unsafe."""
+    _check_outputs(region, y.shape, "margin_torch")
     per_clause = []
     for poly in region.polytopes:
         if len(poly.b) == 0:
@@ -49,6 +60,7 @@ def margin_torch(region: VnnlibRegion, y: torch.Tensor) -> torch.Tensor:
 def margin_np(region: VnnlibRegion, y: NDArray[np.floating]) -> NDArray[np.float64]:
     """NumPy twin of ``margin_torch`` (float64)."""
     y = np.atleast_2d(np.asarray(y, dtype=np.float64))
+    _check_outputs(region, y.shape, "margin_np")
     per_clause = []
     for poly in region.polytopes:
         if len(poly.b) == 0:
@@ -60,6 +72,8 @@ def margin_np(region: VnnlibRegion, y: NDArray[np.floating]) -> NDArray[np.float
 
 def sample_box(region: VnnlibRegion, n: int, rng: np.random.Generator) -> NDArray[np.float32]:
     """``n`` inputs uniform on the region's box (float32, as the networks take them)."""
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise InputError(f"The 'n' parameter of sample_box must be an integer >= 0. Got {n!r}.")
     u = rng.random((n, len(region.lower)))
     x = (region.lower + (region.upper - region.lower) * u).astype(np.float32)
     # rounding to float32 can step just outside a bound that float32 cannot represent (ACAS Xu

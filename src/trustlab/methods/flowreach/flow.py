@@ -105,9 +105,23 @@ class FlowMatching:
 
     # -- training ------------------------------------------------------------------
     def fit(self, y: NDArray[np.floating]) -> FlowMatching:
-        y = np.asarray(y, dtype=np.float64)
-        if y.ndim != 2 or len(y) < 2:
+        try:
+            y = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InputError("The 'y' parameter of FlowMatching.fit must be a numeric (n, d) "
+                             "array.") from None
+        if y.ndim != 2 or len(y) < 2 or y.shape[1] < 1:
             raise InputError(f"FlowMatching.fit needs a 2-D array of >= 2 outputs. Got {y.shape}.")
+        if not np.all(np.isfinite(y)):
+            raise InputError("The 'y' parameter of FlowMatching.fit has NaN or infinite values.")
+        for name in ("hidden", "n_layers", "n_iters", "batch_size", "ode_steps"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+                raise InputError(f"The '{name}' parameter of FlowMatching must be an integer "
+                                 f">= 1. Got {v!r}.")
+        if not (isinstance(self.lr, int | float) and np.isfinite(self.lr) and self.lr > 0):
+            raise InputError(f"The 'lr' parameter of FlowMatching must be a positive number. "
+                             f"Got {self.lr!r}.")
         self.mean_ = y.mean(axis=0)
         std = y.std(axis=0)
         self.std_ = np.where(std > 1e-9 * max(1.0, float(np.abs(y).max())), std, 1.0)
