@@ -277,7 +277,7 @@ def _mlp(seed, dims=(3, 12, 12, 2)):
                    tuple(0.1 * rng.normal(size=o) for o in dims[1:]))
 
 
-def test_batched_crown_equals_crown_and_is_sound():
+def test_batched_crown_is_at_least_crown_and_sound():
     mlp = _mlp(0)
     rng = np.random.default_rng(1)
     lo = rng.uniform(-1, 0, (7, 3))
@@ -287,7 +287,9 @@ def test_batched_crown_equals_crown_and_is_sound():
     assert A.shape == (7, 2, 3)
     for i in range(7):
         single, _ = crown_bounds(mlp, lo[i], hi[i], C)
-        np.testing.assert_allclose(lb[i], single, atol=1e-10)
+        # the same back-substitution; neurons that interval bounds already find stable get
+        # their exact relaxation, so the batched bound is never looser
+        assert np.all(lb[i] >= single - 1e-10)
         x = rng.uniform(lo[i], hi[i], (4000, 3))
         assert np.all(lb[i] <= (mlp(x) @ C.T).min(axis=0) + 1e-9)
 
