@@ -283,7 +283,7 @@ class BoxSearch:
         lo = np.asarray(region.lower, np.float64)[None]
         hi = np.asarray(region.upper, np.float64)[None]
         self.lo, self.hi, self.prio, self.smear = self._bound(lo, hi)
-        self._check_centres(self.lo, self.hi)
+        self.cmargin = self._check_centres(self.lo, self.hi)
         self._close()
 
     def _bound(self, lo, hi):
@@ -298,20 +298,28 @@ class BoxSearch:
         smear = np.abs(A).sum(axis=1) * (hi - lo)
         return lo, hi, prio, smear
 
-    def _check_centres(self, lo, hi) -> None:
-        if self.status != "open" or len(lo) == 0:
-            return
+    def _check_centres(self, lo, hi) -> NDArray[np.float64]:
+        """Float64 margins of the box centres (a violating one ends the search as ``sat``)."""
+        if len(lo) == 0:
+            return np.zeros(0)
+        from trustlab.methods.flowreach.falsify import margin_np
+
         centres = (lo + hi) / 2
-        bad = np.flatnonzero(self.region.output_violated(self.mlp(centres)))
+        ys = self.mlp(centres)
+        margins = margin_np(self.region, ys)
+        if self.status != "open":
+            return margins
+        bad = np.flatnonzero(self.region.output_violated(ys))
         for i in bad[:8]:
             if self.confirm is None or self.confirm(centres[i]):
                 self.witness, self.status = centres[i], "sat"
-                return
+                break
+        return margins
 
     def _close(self) -> None:
         keep = self.prio <= 0
-        self.lo, self.hi, self.prio, self.smear = (self.lo[keep], self.hi[keep], self.prio[keep],
-                                                   self.smear[keep])
+        self.lo, self.hi, self.prio, self.smear, self.cmargin = (
+            self.lo[keep], self.hi[keep], self.prio[keep], self.smear[keep], self.cmargin[keep])
         if self.status == "open" and len(self.lo) == 0:
             self.status = "unsat"
 
@@ -319,17 +327,27 @@ class BoxSearch:
     def n_open(self) -> int:
         return len(self.lo)
 
-    def worst(self, k: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """The ``k`` open boxes least refuted by CROWN (where a falsifier should look)."""
-        idx = np.argsort(self.prio)[:k]
+    def worst(self, k: int, by: str = "bound") -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The ``k`` open boxes least refuted by CROWN (``by="bound"``) or with the smallest
+        centre margin (``by="centre"``: where a falsifier should look)."""
+        key = self.prio if by == "bound" else self.cmargin
+        idx = np.argsort(key)[:k]
         return self.lo[idx], self.hi[idx]
 
     def step(self, batch: int = 128) -> str:
-        """Split and re-bound up to ``batch`` of the worst open boxes; returns ``status``."""
+        """Split and re-bound up to ``batch`` open boxes; returns ``status``.
+
+        Half the batch is the boxes CROWN refutes least (what a proof must close), half the
+        boxes with the smallest centre margin (a dive towards violations, what a falsifier
+        needs); both halves keep the search complete.
+        """
         if self.status != "open":
             return self.status
-        order = np.argsort(self.prio)
-        pick, rest = order[:batch], order[batch:]
+        by_bound = np.argsort(self.prio)
+        by_centre = np.argsort(self.cmargin)
+        half = max(1, batch // 2)
+        pick = np.unique(np.concatenate([by_bound[:half], by_centre[:half]]))
+        rest = np.setdiff1d(np.arange(len(self.prio)), pick, assume_unique=True)
         lo, hi, smear = self.lo[pick], self.hi[pick], self.smear[pick]
         dim = np.argmax(smear, axis=1)
         rows = np.arange(len(pick))
@@ -338,11 +356,12 @@ class BoxSearch:
         left_hi[rows, dim], right_lo[rows, dim] = mid, mid
         c_lo, c_hi = np.concatenate([lo, right_lo]), np.concatenate([left_hi, hi])
         c_lo, c_hi, c_prio, c_smear = self._bound(c_lo, c_hi)
+        c_margin = self._check_centres(c_lo, c_hi)
         self.lo = np.concatenate([self.lo[rest], c_lo])
         self.hi = np.concatenate([self.hi[rest], c_hi])
         self.prio = np.concatenate([self.prio[rest], c_prio])
         self.smear = np.concatenate([self.smear[rest], c_smear])
-        self._check_centres(c_lo[c_prio <= 0], c_hi[c_prio <= 0])
+        self.cmargin = np.concatenate([self.cmargin[rest], c_margin])
         self._close()
         return self.status
 

@@ -411,7 +411,7 @@ def falsify(
                 if cex is not None:
                     return done(cex, "bab", boxes=search.boxes)
             # Adam inside the boxes CROWN refutes least, then polish their best points
-            blo, bhi = search.worst(max(1, n_starts // 8))
+            blo, bhi = search.worst(max(1, n_starts // 8), by="centre")
             reps = max(1, n_starts // max(len(blo), 1))
             blo_t = torch.as_tensor(np.repeat(blo, reps, axis=0), dtype=torch.float32)
             bw_t = torch.as_tensor(np.repeat(bhi - blo, reps, axis=0), dtype=torch.float32)
