@@ -491,7 +491,8 @@ def test_array_entry_points_property(rows, cols, poison, where, alpha, n):
             continue
         if isinstance(out, tuple):
             out = out[0]
+        # never NaN (an infinite output has an infinite margin, which is correct)
         if isinstance(out, np.ndarray) and out.dtype.kind == "f":
-            assert np.all(np.isfinite(out))
+            assert not np.isnan(out).any()
         elif isinstance(out, float):
-            assert math.isfinite(out)
+            assert not math.isnan(out)

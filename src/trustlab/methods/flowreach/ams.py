@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from trustlab.core.errors import InputError
-from trustlab.core.validation import check_open_unit
+from trustlab.core.validation import check_open_unit, check_scalar
 
 __all__ = ["AMSResult", "bounded_ams", "restricted_gaussian", "restricted_tail_exact"]
 
@@ -125,9 +125,7 @@ def bounded_ams(
     """
     for name, v, lo in (("n_particles", n_particles, 2), ("dim", dim, 1), ("n_mcmc", n_mcmc, 1),
                         ("max_rounds", max_rounds, 0)):
-        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < lo:
-            raise InputError(f"The '{name}' parameter of bounded_ams must be an integer >= {lo}. "
-                             f"Got {v!r}.")
+        check_scalar(v, name, "bounded_ams", kind=int, lo=lo)
     check_open_unit(p_min, "p_min", "bounded_ams")
     check_open_unit(delta, "delta", "bounded_ams")
     check_open_unit(step, "step", "bounded_ams")

@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from scipy import optimize, special
 
 from trustlab.core.errors import InputError, NotFittedError
-from trustlab.core.validation import check_open_unit
+from trustlab.core.validation import as_float_array, check_open_unit, check_samples
 from trustlab.datasets.vnnlib import VnnlibRegion
 from trustlab.methods.flowreach.flow import FlowMatching
 from trustlab.stats import conformal_quantile
@@ -61,21 +61,8 @@ def pac_rank(n: int, alpha: float, delta: float) -> int:
 
 def _outputs(y: object, name: str, where: str, n_cols: int | None = None) -> NDArray[np.float64]:
     """``y`` as a finite float64 matrix (n >= 1, d), or InputError naming the parameter."""
-    try:
-        arr = np.asarray(y, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(f"The '{name}' parameter of {where} must be a numeric (n, d) array. "
-                         f"Got {type(y).__name__}.") from None
-    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise InputError(f"The '{name}' parameter of {where} must be a 2-D (n, d) array with "
-                         f"n, d >= 1. Got shape {arr.shape}.")
-    if not np.all(np.isfinite(arr)):
-        raise InputError(f"The '{name}' parameter of {where} has {int(np.sum(~np.isfinite(arr)))} "
-                         "NaN or infinite value(s).")
-    if n_cols is not None and arr.shape[1] != n_cols:
-        raise InputError(f"The '{name}' parameter of {where} must have {n_cols} columns (as at "
-                         f"fit). Got {arr.shape[1]}.")
-    return arr
+    arr = as_float_array(y, name, where, ndim=2)
+    return check_samples(arr, name, where, min_n=1, n_features=n_cols)
 
 
 def calibrated_threshold(scores: NDArray[np.floating], alpha: float, delta: float | None) -> float:
@@ -83,10 +70,7 @@ def calibrated_threshold(scores: NDArray[np.floating], alpha: float, delta: floa
     check_open_unit(alpha, "alpha", "calibrated_threshold")
     if delta is not None:
         check_open_unit(delta, "delta", "calibrated_threshold")
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim != 1 or len(scores) == 0 or not np.all(np.isfinite(scores)):
-        raise InputError("The 'scores' parameter of calibrated_threshold must be a non-empty "
-                         f"1-D array of finite numbers. Got shape {scores.shape}.")
+    scores = as_float_array(scores, "scores", "calibrated_threshold", ndim=1)
     if delta is None:
         return conformal_quantile(scores, alpha)
     k = pac_rank(len(scores), alpha, delta)

@@ -17,6 +17,7 @@ import torch
 from numpy.typing import NDArray
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 from trustlab.datasets.onnx_nets import ReluMLP
 from trustlab.datasets.vnnlib import VnnlibRegion
 
@@ -61,6 +62,9 @@ def margin_np(region: VnnlibRegion, y: NDArray[np.floating]) -> NDArray[np.float
     """NumPy twin of ``margin_torch`` (float64)."""
     y = np.atleast_2d(np.asarray(y, dtype=np.float64))
     _check_outputs(region, y.shape, "margin_np")
+    if np.isnan(y).any():
+        raise InputError(f"The 'y' parameter of margin_np has {int(np.isnan(y).sum())} NaN "
+                         "value(s): a margin of an undefined output means nothing.")
     per_clause = []
     for poly in region.polytopes:
         if len(poly.b) == 0:
@@ -72,8 +76,7 @@ def margin_np(region: VnnlibRegion, y: NDArray[np.floating]) -> NDArray[np.float
 
 def sample_box(region: VnnlibRegion, n: int, rng: np.random.Generator) -> NDArray[np.float32]:
     """``n`` inputs uniform on the region's box (float32, as the networks take them)."""
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-        raise InputError(f"The 'n' parameter of sample_box must be an integer >= 0. Got {n!r}.")
+    check_scalar(n, "n", "sample_box", kind=int, lo=0)
     u = rng.random((n, len(region.lower)))
     x = (region.lower + (region.upper - region.lower) * u).astype(np.float32)
     # rounding to float32 can step just outside a bound that float32 cannot represent (ACAS Xu
@@ -268,13 +271,12 @@ def falsify(
     budget only where the first ones failed. ``clock`` measures the budget (wall time by
     default; ``time.process_time`` makes it independent of the machine's load).
     """
-    for name, v in (("n_random", n_random), ("n_starts", n_starts), ("n_steps", n_steps)):
-        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
-            raise InputError(f"The '{name}' parameter of falsify must be an integer >= 0. "
-                             f"Got {v!r}.")
-    if not (isinstance(time_limit, int | float) and time_limit > 0 and np.isfinite(time_limit)):
-        raise InputError(f"The 'time_limit' parameter of falsify must be a positive number of "
-                         f"seconds. Got {time_limit!r}.")
+    for name, v in (("n_random", n_random), ("n_starts", n_starts), ("n_steps", n_steps),
+                    ("n_polish", n_polish)):
+        check_scalar(v, name, "falsify", kind=int, lo=0)
+    check_scalar(bab_batch, "bab_batch", "falsify", kind=int, lo=1)
+    check_scalar(lr, "lr", "falsify", lo=0, closed="neither")
+    check_scalar(time_limit, "time_limit", "falsify", lo=0, closed="neither")
     if max_rounds is not None and (not isinstance(max_rounds, int) or max_rounds < 0):
         raise InputError(f"The 'max_rounds' parameter of falsify must be an integer >= 0 or "
                          f"None. Got {max_rounds!r}.")
