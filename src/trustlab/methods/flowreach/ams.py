@@ -61,6 +61,11 @@ def restricted_gaussian(
     n: int, dim: int, radius: float, rng: np.random.Generator
 ) -> NDArray[np.float64]:
     """``n`` draws of N(0, I_dim) conditioned on ``||z|| <= radius`` (exact)."""
+    n = check_scalar(n, "n", "restricted_gaussian", kind=int, lo=0, hi=10**8)
+    dim = check_scalar(dim, "dim", "restricted_gaussian", kind=int, lo=1, hi=10**6)
+    if isinstance(radius, bool) or not isinstance(radius, int | float) or not radius > 0:
+        raise InputError(f"The 'radius' parameter of restricted_gaussian must be a positive "
+                         f"number (inf: no ball). Got {radius!r}.")
     if not math.isfinite(radius):
         return rng.standard_normal((n, dim))
     direction = rng.standard_normal((n, dim))
@@ -78,6 +83,14 @@ def restricted_tail_exact(threshold: float, dim: int, radius: float = math.inf) 
     """
     from scipy import integrate
 
+    dim = check_scalar(dim, "dim", "restricted_tail_exact", kind=int, lo=1, hi=10**6)
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or \
+            math.isnan(threshold):
+        raise InputError(f"The 'threshold' parameter of restricted_tail_exact must be a number. "
+                         f"Got {threshold!r}.")
+    if isinstance(radius, bool) or not isinstance(radius, int | float) or not radius > 0:
+        raise InputError(f"The 'radius' parameter of restricted_tail_exact must be a positive "
+                         f"number (inf: no ball). Got {radius!r}.")
     if not math.isfinite(radius):
         return float(stats.norm.sf(threshold))
     if threshold >= radius:
@@ -125,7 +138,7 @@ def bounded_ams(
     """
     for name, v, lo in (("n_particles", n_particles, 2), ("dim", dim, 1), ("n_mcmc", n_mcmc, 1),
                         ("max_rounds", max_rounds, 0)):
-        check_scalar(v, name, "bounded_ams", kind=int, lo=lo)
+        check_scalar(v, name, "bounded_ams", kind=int, lo=lo, hi=10**7)
     check_open_unit(p_min, "p_min", "bounded_ams")
     check_open_unit(delta, "delta", "bounded_ams")
     check_open_unit(step, "step", "bounded_ams")

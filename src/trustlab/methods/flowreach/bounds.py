@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import as_float_array
 from trustlab.datasets.onnx_nets import ReluMLP
 from trustlab.datasets.vnnlib import VnnlibRegion
 
@@ -46,9 +47,9 @@ def _check_box(mlp: ReluMLP, lower, upper, where: str, batch: bool = False):
     if not isinstance(mlp, ReluMLP):
         raise InputError(f"The 'mlp' parameter of {where} must be a ReluMLP. Got "
                          f"{type(mlp).__name__}.")
-    lo = np.asarray(lower, dtype=np.float64)
-    hi = np.asarray(upper, dtype=np.float64)
     want = 2 if batch else 1
+    lo = as_float_array(lower, "lower", where, ndim=want)
+    hi = as_float_array(upper, "upper", where, ndim=want)
     if lo.shape != hi.shape or lo.ndim != want or lo.shape[-1] != mlp.n_inputs:
         raise InputError(f"The 'lower'/'upper' parameters of {where} must both have shape "
                          f"({'B, ' if batch else ''}{mlp.n_inputs}). Got {lo.shape} and {hi.shape}.")

@@ -24,7 +24,12 @@ from numpy.typing import NDArray
 from scipy import optimize, special
 
 from trustlab.core.errors import InputError, NotFittedError
-from trustlab.core.validation import as_float_array, check_open_unit, check_samples
+from trustlab.core.validation import (
+    as_float_array,
+    check_open_unit,
+    check_samples,
+    check_scalar,
+)
 from trustlab.datasets.vnnlib import VnnlibRegion
 from trustlab.methods.flowreach.flow import FlowMatching
 from trustlab.stats import conformal_quantile
@@ -46,8 +51,9 @@ def pac_rank(n: int, alpha: float, delta: float) -> int:
     ``>= 1 - alpha``, with confidence ``>= 1 - delta`` over the calibration sample.
     Raises InputError when even k = n is not enough.
     """
-    if not (0 < alpha < 1 and 0 < delta < 1):
-        raise InputError(f"alpha and delta must be in (0, 1). Got {alpha}, {delta}.")
+    n = check_scalar(n, "n", "pac_rank", kind=int, lo=1, hi=10**7)
+    alpha = check_open_unit(alpha, "alpha", "pac_rank")
+    delta = check_open_unit(delta, "delta", "pac_rank")
     ks = np.arange(1, n + 1)
     fail = special.betainc(ks, n + 1 - ks, 1.0 - alpha)  # P(coverage < 1 - alpha)
     ok = np.flatnonzero(fail <= delta)
@@ -139,7 +145,6 @@ class FlowReachSet(_ReachSet):
         self._check_levels()
         y_train = _outputs(y_train, "y_train", "FlowReachSet.fit")
         self.flow_ = (self.flow or FlowMatching()).fit(y_train)
-        self.dim_ = y_train.shape[1]
         self.fitted_ = True
         return self
 
@@ -148,6 +153,11 @@ class FlowReachSet(_ReachSet):
         if self.score_kind == "nll":
             return self.flow_.neg_log_density(y)
         return np.linalg.norm(self.flow_.encode(y), axis=1)
+
+    @property
+    def dim_(self) -> int:
+        """Output dimension (the flow's)."""
+        return int(self.flow_.dim_)
 
     @property
     def radius_(self) -> float:

@@ -46,7 +46,7 @@ def _check_outputs(region: VnnlibRegion, shape: tuple[int, ...], where: str) -> 
 
 def margin_torch(region: VnnlibRegion, y: torch.Tensor) -> torch.Tensor:
     """``min_k max_a (A_k y - b_k)_a`` for a batch ``y`` (n, n_outputs); <= 0 means unsafe."""
-    _check_outputs(region, y.shape, "margin_torch")
+    _check_outputs(region, tuple(y.shape), "margin_torch")
     per_clause = []
     for poly in region.polytopes:
         if len(poly.b) == 0:

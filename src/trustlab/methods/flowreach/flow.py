@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from torchdiffeq import odeint
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.validation import check_scalar
 
 __all__ = ["FlowMatching", "VelocityMLP"]
 
@@ -25,6 +26,8 @@ class VelocityMLP(torch.nn.Module):
     """A small MLP ``(x, t) -> v``; time enters through a few sinusoidal features."""
 
     def __init__(self, dim: int, hidden: int = 64, n_layers: int = 3) -> None:
+        for name, v in (("dim", dim), ("hidden", hidden), ("n_layers", n_layers)):
+            check_scalar(v, name, "VelocityMLP", kind=int, lo=1, hi=10**5)
         super().__init__()
         self.freqs = torch.arange(1, 4, dtype=torch.float32) * math.pi
         layers: list[torch.nn.Module] = []

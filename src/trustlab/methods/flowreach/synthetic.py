@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 from trustlab.datasets.onnx_nets import ReluMLP
 from trustlab.datasets.vnnlib import OutputPolytope, VnnlibRegion, VnnlibSpec
 
@@ -136,8 +137,17 @@ def tight_relu_instance(
     every depth. The property is *expected* to hold (the falsifier's maximum is a lower bound of
     the true one); where a sound method proves it, it provably does.
     """
-    if not rel_margin > 0:
-        raise InputError(f"rel_margin must be > 0. Got {rel_margin}.")
+    where = "tight_relu_instance"
+    rel_margin = check_scalar(rel_margin, "rel_margin", where, lo=0, closed="neither")
+    box_halfwidth = check_scalar(box_halfwidth, "box_halfwidth", where, lo=0, closed="neither")
+    depth, width, n_inputs, n_outputs, n_samples, n_starts = (
+        check_scalar(v, name, where, kind=int, lo=1, hi=10**7) for name, v in (
+            ("depth", depth), ("width", width), ("n_inputs", n_inputs),
+            ("n_outputs", n_outputs), ("n_samples", n_samples), ("n_starts", n_starts)))
+    n_steps = check_scalar(n_steps, "n_steps", where, kind=int, lo=0, hi=10**6)
+    if depth * width > 10**6:
+        raise InputError(f"tight_relu_instance: depth x width = {depth * width} hidden units is "
+                         "beyond what this family is for (at most 1e6).")
     mlp = _random_relu_mlp(depth, width, n_inputs, n_outputs, rng, init, 0.05)
     lower = np.full(n_inputs, -box_halfwidth)
     upper = np.full(n_inputs, box_halfwidth)

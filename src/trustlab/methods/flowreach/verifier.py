@@ -549,6 +549,9 @@ def format_witness(result: InstanceResult, method: str = "flowreach", *,
     (or, with ``probabilistic_unsat=True``, also for a probabilistic certificate); ``timeout``;
     ``unknown`` otherwise. VNN-COMP scorers read ``unsat`` as a proof.
     """
+    if not isinstance(result, InstanceResult):
+        raise InputError(f"The 'result' parameter of format_witness must be an InstanceResult. "
+                         f"Got {type(result).__name__}.")
     verdict = result.verdicts.get(method, "unknown")
     guarantee = result.guarantee(method)
     if verdict == "sat" and result.counterexample is not None:
