@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
+from trustlab.core.figures import add_alt_text, metric_vs_parameter, new_figure
 from trustlab.datasets.cifar10h import Cifar10HSource
 from trustlab.methods.hcc.baselines import FlatConformal, LCAFlat, MortierRNode, MortierSingleNode
 from trustlab.methods.hcc.data import (
@@ -158,22 +159,26 @@ def _summarise(rows: list[dict[str, Any]]):
 
 
 def _size_figure(summary, methods: list[str]):
-    import matplotlib.pyplot as plt
-
     names = list(dict.fromkeys(summary["dataset"]))
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False)
+    fig, axes = new_figure(1, len(names), size=(4.2 * len(names), 3.6))
     for ax, ds in zip(axes[0], names, strict=True):
         part = summary[summary["dataset"] == ds]
-        for m in methods:
-            s = part[part["method"] == m].sort_values("alpha")
-            style = {"lw": 2.5, "color": "k"} if m == "hcc" else {"lw": 1.2}
-            ax.plot(s["alpha"], s["mean_leaves"], marker="o", label=m, **style)
-        ax.set_xscale("log")
-        ax.set_xlabel("alpha (miscoverage)")
-        ax.set_ylabel("mean classes covered")
-        ax.set_title(ds)
-    axes[0][-1].legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
+        alphas = sorted(set(part["alpha"]))
+        series = {
+            m: part[part["method"] == m].set_index("alpha").loc[alphas, "mean_leaves"].to_numpy()
+            for m in methods
+        }
+        metric_vs_parameter(
+            alphas, series, ax=ax, xlabel="alpha (miscoverage)", ylabel="mean classes covered",
+            title=ds, logx=True,
+        )
+        for line in ax.get_lines():
+            if line.get_label() == "hcc":
+                line.set(linewidth=2.5, color="k", zorder=5)
+    for ax in axes[0][:-1]:  # one legend, on the last panel (redrawn with HCC's style)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    axes[0][-1].legend(fontsize=7)
     return fig
 
 
@@ -195,12 +200,10 @@ def _tree_positions(h: Hierarchy) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _example_figure(h: Hierarchy, sets: NodeSets, i: int, label: int, title: str):
-    import matplotlib.pyplot as plt
-
     x, yy = _tree_positions(h)
     chosen = set(np.flatnonzero(sets.membership[i]).tolist())
     covered = sets.covered[i]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.75 * h.n_classes), 3.8))
+    fig, ax = new_figure(size=(max(6.0, 0.75 * h.n_classes), 3.8), squeeze=True)
     for v in range(1, h.n_nodes):
         ax.plot([x[v], x[h.parent[v]]], [yy[v], yy[h.parent[v]]], color="0.7", lw=1, zorder=1)
     for v in range(h.n_nodes):
@@ -220,7 +223,12 @@ def _example_figure(h: Hierarchy, sets: NodeSets, i: int, label: int, title: str
     ax.scatter([x[t]], [yy[t]], marker="*", s=120, c="gold", edgecolors="k", zorder=3)
     ax.set_title(title, fontsize=9)
     ax.axis("off")
-    fig.tight_layout()
+    add_alt_text(
+        fig,
+        f"The class tree ({h.n_classes} classes) with one HCC prediction set drawn on it: "
+        f"the set's nodes {sets.nodes(i)} in red, the classes they cover shaded, the true class "
+        f"'{h.classes[label]}' starred.",
+    )
     return fig
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import Field
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
+from trustlab.core.figures import Series, metric_vs_parameter, new_figure
 from trustlab.methods.ipb import (
     DigitsGenerator,
     KernelBoundary,
@@ -176,8 +177,6 @@ def _fairness_digits(config: IPBConfig, rng: np.random.Generator, ctx: RunContex
 
 
 def _boundary_figures(config: IPBConfig, ctx: RunContext, report: Report) -> None:
-    import matplotlib.pyplot as plt
-
     rng = ctx.child_rng("boundaries")
     mu = config.shift
     scen = gaussian_shift(d=2, mu=mu)
@@ -200,21 +199,24 @@ def _boundary_figures(config: IPBConfig, ctx: RunContext, report: Report) -> Non
                       description=f"IPM bound t + d_TV (band) at t={r:g}")
         report.metric(f"upper_at_{r:g}_kl", float(fdiv_boundary(r, gaussian_divergence(mu, "kl"))),
                       description=f"binary-KL inversion with the exact KL at t={r:g}")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, xscale in zip(axes, ("log", "linear"), strict=True):
-        ax.plot(t, truth, "k-", lw=2, label="exact boundary Φ(Φ⁻¹(t)+μ)")
-        ax.plot(t, cp.boundary(t), "C0--", label="estimated (ROC hull)")
-        ax.fill_between(t, cp.lower(t), cp.upper(t), color="C0", alpha=0.15, label="CP band (upper/lower)")
-        ax.plot(t, dkw.upper(t), "C2:", label="DKW band")
-        ax.plot(t, kl, "C3-.", label="KL inversion (exact KL)")
-        ax.plot(t, np.minimum(t + tv, 1), "C1-", label="IPM bound t + TV")
-        ax.plot(t, gaussian_roc(t, -mu), "k-", lw=1)
-        ax.set_xscale(xscale)
-        ax.set_xlabel("source value E_P f")
-        ax.set_ylabel("target value E_Q f")
-    axes[0].set_title(f"tests, Gaussian shift μ={mu:g} (log t)")
-    axes[1].set_title("same, linear t")
-    axes[1].legend(fontsize=7)
+    fig, axes = new_figure(1, 2, size=(11, 4.2))
+    for ax, logx, title in ((axes[0, 0], True, f"tests, Gaussian shift μ={mu:g} (log t)"),
+                            (axes[0, 1], False, "same, linear t")):
+        metric_vs_parameter(
+            t,
+            {
+                "exact boundary Φ(Φ⁻¹(t)+μ)": truth,
+                "estimated (ROC hull), CP band": Series(cp.boundary(t), cp.lower(t), cp.upper(t)),
+                "DKW upper band": dkw.upper(t),
+                "KL inversion (exact KL)": kl,
+                "IPM bound t + TV": np.minimum(t + tv, 1),
+                "exact lower boundary": gaussian_roc(t, -mu),
+            },
+            ax=ax, xlabel="source value E_P f", ylabel="target value E_Q f", title=title,
+            logx=logx, band_label="confidence band",
+        )
+        _lines_only(ax)
+    axes[0, 0].get_legend().remove()
     report.figure("boundary_tests", fig, caption="Boundary of tests vs the IPM (TV) and KL bounds.")
 
     with ctx.stage("Lipschitz LP and RKHS boundaries"):
@@ -234,28 +236,34 @@ def _boundary_figures(config: IPBConfig, ctx: RunContext, report: Report) -> Non
     tk = np.linspace(*kb.domain_, 200)
     report.metric("kernel_boundary_sup_error", float(np.max(np.abs(kb.boundary(tk) - ellipse_boundary(tk, gram)))),
                   description="sup |estimated - exact RKHS-ball boundary|")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = new_figure(1, 2, size=(11, 4.2))
     tl = np.linspace(0, 1, 201)
-    ax = axes[0]
-    ax.plot(tl, lb.boundary(tl), "C0-", label="LP boundary (plug-in)")
-    ax.plot(tl, lb.lower_boundary(tl), "C0-")
-    ax.fill_between(tl, lb.lower(tl), lb.upper(tl), color="C0", alpha=0.12, label="Rademacher band")
-    ax.plot(tl, np.minimum(tl + lb.ipm(), 1), "C1--", label="IPM bound t + d_BL")
-    ax.plot(tl, np.minimum(tl + lb.ipm_lp(bounded=False), 1), "C3:", label="t + L·W1 (unbounded class)")
-    ax.set_title(f"bounded {config.lipschitz:g}-Lipschitz, 1-D, n={n_l}")
-    ax.legend(fontsize=7)
-    ax = axes[1]
-    ax.plot(tk, ellipse_boundary(tk, gram), "k-", lw=2, label="exact ellipse arc")
-    ax.plot(tk, -ellipse_boundary(-tk, gram), "k-", lw=2)
-    ax.plot(tk, kb.boundary(tk), "C0--", label="estimated")
-    ax.fill_between(tk, kb.lower(tk), kb.upper(tk), color="C0", alpha=0.12, label="band")
-    ax.plot(tk, tk + kb.mmd(), "C1--", label="IPM bound t + MMD")
-    ax.plot(tk, tk - kb.mmd(), "C1--")
-    ax.set_title(f"RKHS unit ball, Gaussian kernel h={config.bandwidth:g}")
-    ax.legend(fontsize=7)
-    for a in axes:
-        a.set_xlabel("E_P f")
-        a.set_ylabel("E_Q f")
+    metric_vs_parameter(
+        tl,
+        {
+            "LP boundary (plug-in), Rademacher band": Series(
+                lb.boundary(tl), lb.lower(tl), lb.upper(tl)),
+            "lower boundary (plug-in)": lb.lower_boundary(tl),
+            "IPM bound t + d_BL": np.minimum(tl + lb.ipm(), 1),
+            "t + L·W1 (unbounded class)": np.minimum(tl + lb.ipm_lp(bounded=False), 1),
+        },
+        ax=axes[0, 0], xlabel="E_P f", ylabel="E_Q f", band_label="confidence band",
+        title=f"bounded {config.lipschitz:g}-Lipschitz, 1-D, n={n_l}",
+    )
+    metric_vs_parameter(
+        tk,
+        {
+            "exact ellipse arc": ellipse_boundary(tk, gram),
+            "estimated, band": Series(kb.boundary(tk), kb.lower(tk), kb.upper(tk)),
+            "exact lower arc": -ellipse_boundary(-tk, gram),
+            "IPM bound t + MMD": tk + kb.mmd(),
+            "IPM bound t - MMD": tk - kb.mmd(),
+        },
+        ax=axes[0, 1], xlabel="E_P f", ylabel="E_Q f", band_label="confidence band",
+        title=f"RKHS unit ball, Gaussian kernel h={config.bandwidth:g}",
+    )
+    for ax in axes[0]:
+        _lines_only(ax)
     report.figure("boundary_lipschitz_kernel", fig, caption="LP and closed-form boundaries vs their IPMs.")
 
 
@@ -335,34 +343,36 @@ def run(config: IPBConfig, ctx: RunContext) -> Report:
     return report
 
 
-def _application_figures(config: IPBConfig, report: Report, judge: list, align: list, fair: list) -> None:
-    import matplotlib.pyplot as plt
+def _lines_only(ax) -> None:
+    """Dense curves: drop the shared panel's point markers."""
+    for line in ax.get_lines():
+        line.set_marker("")
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for ax, rows_, title in ((axes[0], judge, "judge-free error rate"), (axes[1], align, "alignment failure rate")):
+
+def _application_figures(config: IPBConfig, report: Report, judge: list, align: list, fair: list) -> None:
+    fig, axes = new_figure(1, 3, size=(15, 4.2))
+    for ax, rows_, title in ((axes[0, 0], judge, "judge-free error rate"),
+                             (axes[0, 1], align, "alignment failure rate")):
         r = np.array([x["source_rate"] for x in rows_])
-        ax.plot(r, [x["truth"] for x in rows_], "k-o", label="true target rate")
-        for name, style in (("ipb", "C0-s"), ("ipm", "C1--"), ("binomial", "C2:"), ("kl", "C3-.")):
+        series = {"true target rate": np.array([x["truth"] for x in rows_])}
+        for name in ("ipb", "ipm", "binomial", "kl"):
             if f"{name}_upper" in rows_[0]:
-                ax.plot(r, [x[f"{name}_upper"] for x in rows_], style, label=f"{name} upper")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("source rate E_P f")
-        ax.set_title(title)
-        ax.legend(fontsize=7)
-    ax = axes[2]
-    for kind, marker in (("synthetic", "o"), ("digits", "s")):
-        shares = [s for s in config.shares if any(x["setting"] == f"{kind} share={s:g}" for x in fair)]
-        if not shares:
+                series[f"{name} upper"] = np.array([x[f"{name}_upper"] for x in rows_])
+        metric_vs_parameter(r, series, ax=ax, xlabel="source rate E_P f",
+                            ylabel="target rate E_Q f (upper bounds)", title=title,
+                            logx=True, logy=True)
+    widths: dict[str, np.ndarray] = {}
+    shares = sorted(config.shares)
+    for kind in ("synthetic", "digits"):
+        if not any(x["setting"].startswith(kind) for x in fair):
             continue
-        for name, color in (("ipb", "C0"), ("ipm", "C1"), ("binomial", "C2")):
-            w = [_mean_rare(fair, f"{kind} share={s:g}", f"{name}_width_pp") for s in shares]
-            ax.plot(shares, w, color=color, marker=marker, label=f"{name} ({kind})")
-    ax.set_xscale("log")
-    ax.set_xlabel("group share")
-    ax.set_ylabel("gap-interval width (pp), rates <= 1%")
-    ax.set_title("fairness for rare groups")
-    ax.legend(fontsize=7)
+        for name in ("ipb", "ipm", "binomial"):
+            widths[f"{name} ({kind})"] = np.array(
+                [_mean_rare(fair, f"{kind} share={s:g}", f"{name}_width_pp") for s in shares]
+            )
+    metric_vs_parameter(shares, widths, ax=axes[0, 2], xlabel="group share",
+                        ylabel="gap-interval width (pp), rates <= 1%",
+                        title="fairness for rare groups", logx=True)
     report.figure("applications", fig, caption="Upper bounds vs rate, and fairness-gap widths vs group share.")
 
 

@@ -17,6 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
+from trustlab.core.figures import Series, add_alt_text, metric_vs_parameter, new_figure
 from trustlab.datasets.cifar10h import Cifar10HSource
 from trustlab.methods.teaming.annotators import votes_team
 from trustlab.methods.teaming.combination import (
@@ -201,29 +202,33 @@ def _cifar10h(config: TeamingConfig, ctx: RunContext) -> tuple[TeamingData, Team
 
 
 def _capacity_figure(rows: list[dict[str, Any]], capacities: list[str], title: str) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(9.0, 3.6), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax_acc, ax_ece = fig.subplots(1, 2)
-    xs = np.arange(len(capacities))
+    fig, axes = new_figure(1, 2, size=(9.0, 3.6), title=title)
+    ax_acc, ax_ece = axes[0]
+    xs = np.arange(len(capacities), dtype=float)
+    acc, ece = {}, {}
     for dname in sorted({r["method"] for r in rows if r["family"] == "delegation"} - {"oracle"}):
         pts = {r["capacity"]: r for r in rows if r["method"] == dname}
-        acc = [pts[c]["accuracy"] if c in pts else np.nan for c in capacities]
-        ece = [pts[c]["mean_cell_ece"] if c in pts else np.nan for c in capacities]
-        ax_acc.plot(xs, acc, marker="o", label=dname)
-        ax_ece.plot(xs, ece, marker="o", label=dname)
+
+        def col(key: str, pts: dict = pts) -> np.ndarray:
+            return np.array([pts[c][key] if c in pts else np.nan for c in capacities], float)
+
+        acc[dname] = col("accuracy")
+        ece[dname] = Series(col("mean_cell_ece"), col("ece_ci_low"), col("ece_ci_high"))
+    metric_vs_parameter(xs, acc, ax=ax_acc, xlabel="meta-classifier capacity",
+                        ylabel="team accuracy")
+    metric_vs_parameter(xs, ece, ax=ax_ece, xlabel="meta-classifier capacity",
+                        ylabel="mean per-cell ECE", band_label="95% bootstrap interval")
     by = {r["method"]: r for r in rows if r["capacity"] in ("-", "oracle")}
     for name, style in (("oracle", "k--"), ("human", "g:"), ("model", "b:")):
         ax_acc.axhline(by[name]["accuracy"], linestyle=style[1:], color=style[0], label=name)
         ax_ece.axhline(by[name]["mean_cell_ece"], linestyle=style[1:], color=style[0], label=name)
-    for ax, lab in ((ax_acc, "team accuracy"), (ax_ece, "mean per-cell ECE")):
+    for ax in (ax_acc, ax_ece):
         ax.set_xticks(xs, capacities)
-        ax.set_xlabel("meta-classifier capacity")
-        ax.set_ylabel(lab)
     ax_acc.legend(fontsize="small")
-    fig.suptitle(title)
+    if ax_ece.get_legend() is not None:
+        ax_ece.get_legend().remove()
+    add_alt_text(fig, "Horizontal lines: the oracle delegator (dashed), the human and the model "
+                 "alone (dotted).")
     return fig
 
 

@@ -277,8 +277,7 @@ def reliability_diagrams_by_cell(
     title: str | None = None,
 ) -> Figure:
     """One reliability diagram per cell (the ``max_cells`` largest), on one Agg figure."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from trustlab.core.figures import add_alt_text, new_figure
 
     where = "reliability_diagrams_by_cell"
     p = _as_prob_matrix(probs, where)
@@ -291,9 +290,8 @@ def reliability_diagrams_by_cell(
     chosen = ids[order]
     ncol = min(3, len(chosen))
     nrow = int(np.ceil(len(chosen) / ncol))
-    fig = Figure(figsize=(3.6 * ncol, 3.4 * nrow), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False)).ravel()
+    fig, grid = new_figure(nrow, ncol, size=(3.6 * ncol, 3.4 * nrow))
+    axes = grid.ravel()
     for ax, cell in zip(axes, chosen, strict=False):
         mask = c == cell
         reliability_diagram(p[mask], y[mask], n_bins=n_bins, ax=ax, title=f"cell {cell}")
@@ -301,4 +299,10 @@ def reliability_diagrams_by_cell(
         ax.set_visible(False)
     if title:
         fig.suptitle(title)
+    add_alt_text(
+        fig,
+        (f"{title}: " if title else "")
+        + f"reliability diagrams (accuracy against confidence, {n_bins} bins) for the "
+        f"{len(chosen)} largest cells ({', '.join(map(str, chosen))}), against the diagonal.",
+    )
     return fig
