@@ -263,11 +263,17 @@ def _name_models(models: Any) -> list[tuple[str, Any]]:
         models, Mapping | Sequence
     ):
         models = [models]
-    if isinstance(models, Mapping):
-        pairs = [(str(k), v) for k, v in models.items()]
-    else:
-        pairs = []
-        for m in models:
+    items = list(models.items()) if isinstance(models, Mapping) else [(None, m) for m in models]
+    pairs = []
+    for key, m in items:
+        if key is not None:
+            if not (isinstance(m, str | LanguageModel) or hasattr(m, "generate")):
+                raise InputError(
+                    f"models[{key!r}] must be a spec string, a LanguageModel or a ChatModel. Got "
+                    f"{type(m).__name__}."
+                )
+            pairs.append((str(key), m))
+        else:
             if isinstance(m, str):
                 pairs.append((m, m))
             elif isinstance(m, LanguageModel):
@@ -290,6 +296,11 @@ def _name_models(models: Any) -> list[tuple[str, Any]]:
 def _prompt_sets(sets: Any) -> list[PromptSet]:
     if isinstance(sets, PromptSet | str | Path):
         sets = [sets]
+    if not isinstance(sets, Mapping | Sequence):
+        raise InputError(
+            "prompt_sets must be a PromptSet, a spec, or a list/dict of them. Got "
+            f"{type(sets).__name__}."
+        )
     if isinstance(sets, Mapping):
         out = [load_prompt_set(v).renamed(str(k)) for k, v in sets.items()]
     else:
@@ -305,6 +316,11 @@ def _prompt_sets(sets: Any) -> list[PromptSet]:
 def _judges(judges: Any) -> list[Any]:
     if judges is None or (not isinstance(judges, Sequence) and hasattr(judges, "verdicts")):
         judges = [judges] if judges is not None else []
+    if isinstance(judges, str) or not isinstance(judges, Sequence):
+        raise InputError(
+            f"judges must be a list of judges (or a dict set name -> list). Got "
+            f"{type(judges).__name__}."
+        )
     out = list(judges)
     if not out:
         raise InputError("evaluate needs at least one judge. Got none.")
