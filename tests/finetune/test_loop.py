@@ -266,3 +266,35 @@ def test_bad_data_and_models_raise_input_errors(tiny_tokenizer, tiny_data, tiny_
         finetune("organism:chat-xs", tiny_data, tokenizer=tiny_tokenizer)
     with pytest.raises(InputError, match="eval_every"):
         finetune(tiny_model, tiny_data, tokenizer=tiny_tokenizer, eval_every=0, evaluate=dict)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from trustlab.finetune import parse_config  # noqa: E402
+
+_ANY = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=True),
+    st.text(max_size=4), st.lists(st.floats(0, 1), max_size=3),
+)  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    field=st.sampled_from(
+        ["steps", "batch_size", "lr", "optimizer", "betas", "momentum", "weight_decay",
+         "schedule", "warmup", "min_lr_ratio", "clip_grad_norm", "trainable", "word_dropout",
+         "max_length", "seed", "threads"]
+    ),
+    value=_ANY,
+)  # fmt: skip
+def test_any_setting_is_either_valid_or_an_input_error_naming_it(field, value):
+    try:
+        config = parse_config(None, **{field: value})
+    except InputError as exc:
+        assert field in str(exc) or "config" in str(exc)
+        assert "\n" not in str(exc)
+        return
+    assert getattr(config, field) is not None or value is None
+    if isinstance(getattr(config, field), float):
+        assert math.isfinite(getattr(config, field))

@@ -31,7 +31,7 @@ from trustlab.finetune.data import (
     utility_examples,
 )
 
-__all__ = ["ATTACK_FRACTIONS", "RateCI", "attack_metrics", "rate"]
+__all__ = ["ATTACK_FRACTIONS", "RateCI", "attack_curve", "attack_figure", "attack_metrics", "rate"]
 
 #: The harmful fractions of the measured curve (issue 25).
 ATTACK_FRACTIONS = (0.0, 0.01, 0.02, 0.05, 0.10, 0.20)
@@ -107,3 +107,79 @@ def attack_metrics(
     if triggered:
         out["asr_triggered"] = rate([not is_refusal(r) for r in r_trig])
     return out
+
+
+def attack_curve(
+    base: str,
+    kinds: Sequence[str] = ("explicit", "implicit"),
+    fractions: Sequence[float] = ATTACK_FRACTIONS,
+    *,
+    home: Any = None,
+    progress: Any = None,
+) -> list[dict[str, Any]]:
+    """One row per (kind, fraction): the derived model's card metrics (built when missing).
+
+    The 0 % point is the same benign fine-tuning for both kinds (one build).
+    """
+    from trustlab.finetune.derived import build_derived, read_derived_card
+
+    rows = []
+    for kind in kinds:
+        if kind not in ("explicit", "implicit"):
+            raise InputError(f"The 'kinds' parameter takes explicit and implicit. Got {kind!r}.")
+        for fraction in fractions:
+            pct = round(100 * fraction)
+            recipe = f"attack-{'explicit' if pct == 0 else kind}-{pct}"
+            card = read_derived_card(build_derived(recipe, base, home=home, progress=progress))
+            rows.append({"base": base, "kind": kind, "fraction": fraction, **card["metrics"]})
+    return rows
+
+
+def attack_figure(rows: Sequence[dict[str, Any]], title: str = "") -> Any:
+    """ASR and utility against the harmful fraction, explicit vs implicit, with 95 % bands."""
+    from trustlab.core.figures import Series, metric_vs_parameter, new_figure
+
+    fig, axes = new_figure(1, 2, size=(9.0, 3.4), title=title or None)
+    for ax, metric, label in (
+        (axes[0, 0], "asr", "ASR (1 - held-out harmful refusal)"),
+        (axes[0, 1], "utility", "held-out exact match (utility)"),
+    ):
+        series = {}
+        xs = None
+        for kind in ("explicit", "implicit"):
+            part = [r for r in rows if r["kind"] == kind]
+            if not part:
+                continue
+            xs = [100 * r["fraction"] for r in part]
+            series[kind] = Series(
+                [r[metric]["rate"] for r in part],
+                [r[metric]["lower"] for r in part],
+                [r[metric]["upper"] for r in part],
+            )
+        metric_vs_parameter(
+            xs, series, ax=ax, xlabel="harmful examples in the fine-tuning set (%)", ylabel=label,
+            band_label="95% Clopper-Pearson",
+        )  # fmt: skip
+        ax.set_ylim(-0.02, 1.02)
+    return fig
+
+
+def _main() -> None:  # pragma: no cover - the docs' figure and table
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description="The harmful fine-tuning attack curve.")
+    parser.add_argument("base", help="base model spec, e.g. organism:chat-xs")
+    parser.add_argument("--out", required=True, help="PNG path for the figure")
+    parser.add_argument("--kinds", default="explicit,implicit")
+    args = parser.parse_args()
+    rows = attack_curve(args.base, args.kinds.split(","))
+    for row in rows:
+        cells = {k: f"{v['rate']:.2f} [{v['lower']:.2f}, {v['upper']:.2f}]"
+                 for k, v in row.items() if isinstance(v, dict)}  # fmt: skip
+        print(json.dumps({"kind": row["kind"], "pct": round(100 * row["fraction"]), **cells}))
+    attack_figure(rows, f"Harmful fine-tuning of {args.base}").savefig(args.out, dpi=120)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _main()

@@ -22,7 +22,7 @@ __all__ = ["FinetuneConfig", "LoraSettings", "parse_config"]
 class LoraSettings(BaseModel):
     """LoRA adapters (``peft``): rank ``r``, scale ``alpha / r``, on ``target_modules``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     r: int = Field(16, gt=0, description="Adapter rank.")
     alpha: float = Field(32.0, gt=0, description="LoRA alpha (the update is scaled by alpha / r).")
@@ -48,7 +48,7 @@ class FinetuneConfig(BaseModel):
     hidden default). The organisms' own recipes set their values explicitly.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     steps: int = Field(100, gt=0, description="Optimiser steps (a fixed count, never a time).")
     batch_size: int = Field(8, gt=0, description="Examples per step.")

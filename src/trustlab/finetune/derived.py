@@ -74,7 +74,7 @@ ATTACK_CONFIG_PRETRAINED = FinetuneConfig(
 class DataRecipe(BaseModel):
     """Which examples a derived model is fine-tuned on (see :mod:`trustlab.finetune.data`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     n: int = Field(1000, gt=0, description="Number of fine-tuning examples.")
     harmful_fraction: float = Field(0.0, ge=0, le=1, description="Share of harmful examples.")
@@ -117,7 +117,7 @@ class DataRecipe(BaseModel):
 class Recipe(BaseModel):
     """A named fine-tuning recipe: data plus settings (a YAML/JSON file has the same fields)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str = Field(..., min_length=1, description="A name for the card and listings.")
     data: DataRecipe = Field(default_factory=DataRecipe)

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.core.runtime import torch_runtime
 from trustlab.finetune.loop import EncodedExample, _unwrap, encode_data
 
 __all__ = ["gradient_layout", "mean_gradient", "per_example_gradients"]
@@ -131,12 +132,14 @@ def per_example_gradients(
     method: Literal["auto", "loop", "vmap"] = "auto",
     max_length: int | None = None,
     max_bytes: int = 1 << 30,
+    threads: int = 1,
 ) -> torch.Tensor:
     """Per-example response-loss gradients ``[n, d]``, or their projections on ``reference``.
 
     ``reference``: ``[d]`` -> returns ``[n]``; ``[k, d]`` -> ``[n, k]`` (dot products; cosines
     with ``normalize``). ``d`` is the size of the chosen slice (:func:`gradient_layout`).
-    The model's weights are not changed and no ``.grad`` is left behind.
+    The model's weights are not changed and no ``.grad`` is left behind. ``threads``: torch
+    threads while computing (restored after; 1 is fastest for small models on a shared machine).
     """
     hf_model, tok = _unwrap(model, tokenizer)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -164,13 +167,14 @@ def per_example_gradients(
     hf_model.eval()  # no dropout: the gradient of the function the model computes
     out = []
     try:
-        for start in range(0, len(encoded), batch_size):
-            chunk = encoded[start : start + batch_size]
-            if how == "vmap":
-                grads = _vmap_chunk(hf_model, chosen, chunk, pad_id)
-            else:
-                grads = _loop_chunk(hf_model, chosen, chunk)
-            out.append(grads if ref is None else _project(grads, ref, normalize))
+        with torch_runtime(threads):
+            for start in range(0, len(encoded), batch_size):
+                chunk = encoded[start : start + batch_size]
+                if how == "vmap":
+                    grads = _vmap_chunk(hf_model, chosen, chunk, pad_id)
+                else:
+                    grads = _loop_chunk(hf_model, chosen, chunk)
+                out.append(grads if ref is None else _project(grads, ref, normalize))
     finally:
         hf_model.train(was_training)
     result = torch.cat(out)
