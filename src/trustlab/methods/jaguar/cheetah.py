@@ -21,6 +21,7 @@ import numpy as np
 
 from trustlab.core.errors import InputError, NotFittedError
 from trustlab.methods.jaguar import kernels
+from trustlab.methods.jaguar.checks import as_int_array, check_int
 from trustlab.methods.jaguar.layout import ConvLayout, FCLayout
 from trustlab.methods.jaguar.linear import LinearResponse
 from trustlab.methods.jaguar.ntt import find_ntt_primes, mulmod, ntt_context
@@ -43,6 +44,11 @@ def cheetah_params(
     guard_bits: int = 10, allow_insecure: bool = False,
 ) -> PrimeParams:
     """Cheetah's shape: ``q`` of two ~50-bit NTT primes (log q ~ 100 <= 109 at N=4096)."""
+    n = check_int(n, "n", "cheetah_params", lo=16)
+    ell = check_int(ell, "ell", "cheetah_params", lo=1, hi=62)
+    n_primes = check_int(n_primes, "n_primes", "cheetah_params", lo=1)
+    prime_bits = check_int(prime_bits, "prime_bits", "cheetah_params", lo=20, hi=50)
+    guard_bits = check_int(guard_bits, "guard_bits", "cheetah_params", lo=1)
     primes = find_ntt_primes(n, prime_bits, n_primes)
     return PrimeParams(n=n, primes=primes, ell=ell, response_bits=ell + guard_bits,
                        allow_insecure=allow_insecure)
@@ -131,7 +137,8 @@ class CheetahClient:
             raise NotFittedError("Call CheetahClient.keygen() before encrypting.")
         p = self.params
         sampler = self.sampler or Sampler.from_os()
-        packed = layout.pack_input(np.mod(np.asarray(x_share, dtype=np.int64), 1 << p.ell))
+        x_share = as_int_array(x_share, "x_share", "CheetahClient.encrypt_share")
+        packed = layout.pack_input(np.mod(x_share.astype(np.int64), 1 << p.ell))
         lead = packed.shape[:-1]
         count = math.prod(lead)
         seeds = tuple(sampler.seed32() for _ in range(count))

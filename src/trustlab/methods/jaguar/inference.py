@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import as_float_array, check_choice, check_scalar
 from trustlab.methods.jaguar.channel import Channel, ChannelError, accept, connect, listen
+from trustlab.methods.jaguar.checks import check_int
 from trustlab.methods.jaguar.cheetah import (
     CheetahClient,
     CheetahServer,
@@ -86,8 +88,14 @@ class ProtocolConfig:
     timeout: float = 120.0
 
     def __post_init__(self) -> None:
-        if self.system not in ("jaguar", "cheetah"):
-            raise InputError(f"system must be 'jaguar' or 'cheetah'. Got {self.system!r}.")
+        check_choice(self.system, "system", ("jaguar", "cheetah"), "ProtocolConfig")
+        check_int(self.ell, "ell", "ProtocolConfig", lo=8, hi=40)
+        n = check_int(self.n, "n", "ProtocolConfig", lo=16)
+        if n & (n - 1):
+            raise InputError(f"The 'n' parameter of ProtocolConfig must be a power of two. Got {n}.")
+        check_int(self.guard_bits, "guard_bits", "ProtocolConfig", lo=1, hi=20)
+        check_int(self.leaf_bits, "leaf_bits", "ProtocolConfig", lo=1, hi=8)
+        check_scalar(self.timeout, "timeout", "ProtocolConfig", lo=0, closed="neither")
 
 
 @dataclass
@@ -481,6 +489,13 @@ def private_inference(net: QuantNet, images: np.ndarray, cfg: ProtocolConfig,
 
     seed: reproducible (insecure) randomness for both parties; ``None`` uses the OS.
     """
+    images = as_float_array(images, "images", "private_inference", ndim=4)
+    if images.shape[1:] != tuple(net.input_shape):
+        raise InputError(f"The 'images' parameter of private_inference must have shape (B, "
+                         f"{', '.join(map(str, net.input_shape))}). Got {images.shape}.")
+    if not isinstance(cfg, ProtocolConfig):
+        raise InputError(f"The 'cfg' parameter of private_inference must be a ProtocolConfig. "
+                         f"Got {type(cfg).__name__}.")
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
     port_q, err_q = ctx.Queue(), ctx.Queue()
     proc = ctx.Process(target=_server_main, args=(net, cfg, port_q, err_q, seed), daemon=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trustlab.core.errors import InputError
+from trustlab.methods.jaguar.checks import as_int_array, check_int
 
 __all__ = ["ConvLayout", "FCLayout", "conv2d_int", "plan_conv", "plan_fc"]
 
@@ -89,11 +90,7 @@ class ConvLayout:
     # -- packing ------------------------------------------------------------------------
     def pack_input(self, x: np.ndarray) -> np.ndarray:
         """(C, H, W) integers -> (n_ctiles, n_rtiles, N) polynomials (same dtype)."""
-        x = np.asarray(x)
-        if x.shape != (self.c, self.h_in, self.w_in):
-            raise InputError(
-                f"The conv input must have shape {(self.c, self.h_in, self.w_in)}. Got {x.shape}."
-            )
+        x = as_int_array(x, "x", "ConvLayout.pack_input", shape=(self.c, self.h_in, self.w_in))
         rows_total = (self.n_rtiles - 1) * self.rows_per_tile + self.ht
         padded = np.zeros((self.n_ctiles * self.ct, max(rows_total, self.hp), self.wp), x.dtype)
         padded[: self.c, self.pad : self.pad + self.h_in, self.pad : self.pad + self.w_in] = x
@@ -113,10 +110,9 @@ class ConvLayout:
 
     def term_weights(self, weight: np.ndarray) -> np.ndarray:
         """(C_out, C, h, h) weights -> W[o, ctile, term] (int64, zero for padding channels)."""
-        weight = np.asarray(weight)
         shape = (self.c_out, self.c, self.kernel, self.kernel)
-        if weight.shape != shape:
-            raise InputError(f"The conv weight must have shape {shape}. Got {weight.shape}.")
+        weight = as_int_array(weight, "weight", "ConvLayout.term_weights", shape=shape,
+                              lo=-(2**62), hi=2**62)
         full = np.zeros((self.c_out, self.n_ctiles * self.ct, self.kernel, self.kernel), np.int64)
         full[:, : self.c] = weight
         return full.reshape(self.c_out, self.n_ctiles, self.n_terms)
@@ -177,12 +173,14 @@ def plan_conv(
     n: int, c: int, h_in: int, w_in: int, c_out: int, kernel: int, stride: int = 1, pad: int = 0
 ) -> ConvLayout:
     """Pick the tile ``(Ct, Ht)`` minimising input plus output ciphertexts (Cheetah's rule)."""
-    for name, value in (("c", c), ("h_in", h_in), ("w_in", w_in), ("c_out", c_out),
-                        ("kernel", kernel), ("stride", stride)):
-        if value < 1:
-            raise InputError(f"The conv '{name}' must be >= 1. Got {value}.")
-    if pad < 0:
-        raise InputError(f"The conv padding must be >= 0. Got {pad}.")
+    n = check_int(n, "n", "plan_conv", lo=16)
+    if n & (n - 1):
+        raise InputError(f"The 'n' parameter of plan_conv must be a power of two. Got {n}.")
+    c, h_in, w_in, c_out, kernel, stride = (
+        check_int(v, name, "plan_conv", lo=1) for name, v in (
+            ("c", c), ("h_in", h_in), ("w_in", w_in), ("c_out", c_out), ("kernel", kernel),
+            ("stride", stride)))
+    pad = check_int(pad, "pad", "plan_conv", lo=0)
     hp, wp = h_in + 2 * pad, w_in + 2 * pad
     if kernel > min(hp, wp):
         raise InputError(f"The kernel ({kernel}) is larger than the padded input ({hp}x{wp}).")
@@ -241,9 +239,7 @@ class FCLayout:
 
     def pack_input(self, x: np.ndarray) -> np.ndarray:
         """(d,) -> (n_in_cts, 1, N)."""
-        x = np.asarray(x)
-        if x.shape != (self.d,):
-            raise InputError(f"The FC input must have shape ({self.d},). Got {x.shape}.")
+        x = as_int_array(x, "x", "FCLayout.pack_input", shape=(self.d,))
         out = np.zeros((self.n_in_cts, self.n), dtype=x.dtype)
         padded = np.zeros(self.n_in_cts * self.chunk, dtype=x.dtype)
         padded[: self.d] = x
@@ -256,9 +252,8 @@ class FCLayout:
 
     def term_weights(self, weight: np.ndarray) -> np.ndarray:
         """(m, d) -> W[group, in_chunk, term]."""
-        weight = np.asarray(weight)
-        if weight.shape != (self.m, self.d):
-            raise InputError(f"The FC weight must have shape {(self.m, self.d)}. Got {weight.shape}.")
+        weight = as_int_array(weight, "weight", "FCLayout.term_weights", shape=(self.m, self.d),
+                              lo=-(2**62), hi=2**62)
         full = np.zeros((self.n_groups * self.rows, self.n_in_cts * self.chunk), np.int64)
         full[: self.m, : self.d] = weight
         full = full.reshape(self.n_groups, self.rows, self.n_in_cts, self.chunk)
@@ -289,8 +284,10 @@ class FCLayout:
 
 def plan_fc(n: int, m: int, d: int) -> FCLayout:
     """Chunks of ``min(d, N)`` inputs, ``N // chunk`` output rows per polynomial."""
-    if m < 1 or d < 1:
-        raise InputError(f"An FC layer needs m, d >= 1. Got m={m}, d={d}.")
+    n = check_int(n, "n", "plan_fc", lo=16)
+    if n & (n - 1):
+        raise InputError(f"The 'n' parameter of plan_fc must be a power of two. Got {n}.")
+    m, d = check_int(m, "m", "plan_fc", lo=1), check_int(d, "d", "plan_fc", lo=1)
     chunk = min(d, n)
     return FCLayout(n, m, d, chunk, max(1, min(m, n // chunk)))
 
@@ -303,8 +300,27 @@ def conv2d_int(
     (C, H, W) x (C_out, C, h, h) -> (C_out, H_out, W_out); reduced mod ``2^modulus_bits``
     when given (object arrays, so no overflow at any width).
     """
-    x = np.asarray(x, dtype=object)
-    weight = np.asarray(weight, dtype=object)
+    x = np.asarray(as_int_array(x, "x", "conv2d_int", ndim=3), dtype=object)
+    weight = np.asarray(as_int_array(weight, "weight", "conv2d_int", ndim=4), dtype=object)
+    stride = check_int(stride, "stride", "conv2d_int", lo=1)
+    pad = check_int(pad, "pad", "conv2d_int", lo=0)
+    c, h_in, w_in = x.shape
+    _, c_w, k, k2 = weight.shape
+    if c_w != c or k != k2:
+        raise InputError(f"The 'weight' parameter of conv2d_int must have shape (C_out, {c}, k, "
+                         f"k) for an input of {c} channels. Got {weight.shape}.")
+    if k > min(h_in, w_in) + 2 * pad:
+        raise InputError(f"The kernel ({k}) of conv2d_int is larger than the padded input "
+                         f"({h_in + 2 * pad}x{w_in + 2 * pad}).")
+    out = conv2d(x, weight, stride, pad)
+    if modulus_bits is not None:
+        out = out % (1 << check_int(modulus_bits, "modulus_bits", "conv2d_int", lo=1))
+    return out
+
+
+def conv2d(x: np.ndarray, weight: np.ndarray, stride: int = 1, pad: int = 0) -> np.ndarray:
+    """Cross-correlation of checked arrays in their own dtype (object for exact integers,
+    float64 for the float reference); no input checks (library-internal)."""
     c, h_in, w_in = x.shape
     c_out, _, k, _ = weight.shape
     xp = np.zeros((c, h_in + 2 * pad, w_in + 2 * pad), dtype=object)
@@ -316,6 +332,4 @@ def conv2d_int(
         for kj in range(k):
             patch = xp[:, ki : ki + stride * h_out : stride, kj : kj + stride * w_out : stride]
             out += np.tensordot(weight[:, :, ki, kj], patch, axes=([1], [0]))
-    if modulus_bits is not None:
-        out = out % (1 << modulus_bits)
     return out

@@ -27,6 +27,7 @@ from scipy import special
 
 from trustlab.core.errors import InputError, NotFittedError
 from trustlab.methods.jaguar import kernels
+from trustlab.methods.jaguar.checks import as_int_array
 from trustlab.methods.jaguar.layout import ConvLayout, FCLayout
 from trustlab.methods.jaguar.params import JaguarParams
 from trustlab.methods.jaguar.ring import mask, to_ring
@@ -112,7 +113,8 @@ class JaguarClient:
     def encrypt_share(self, x_share: np.ndarray, layout: Layout) -> Ciphertext:
         """Pack the client's share (mod ``2^ell_in``) and encrypt it: (B, R, N) ciphertexts."""
         sk = self._key()
-        packed = layout.pack_input(to_ring(np.asarray(x_share, dtype=np.int64), self.params.ell_in))
+        x_share = as_int_array(x_share, "x_share", "JaguarClient.encrypt_share")
+        packed = layout.pack_input(to_ring(x_share.astype(np.int64), self.params.ell_in))
         return encrypt(sk, packed, self.params.ell_in, self.sampler or Sampler.from_os())
 
     def decrypt_share(
@@ -177,7 +179,8 @@ class JaguarServer:
                 f"The query does not match the layout: got {query.c0.shape}, expected "
                 f"{(layout.n_in_cts // layout.n_rtiles, layout.n_rtiles, p.n)}."
             )
-        packed = layout.pack_input(to_ring(np.asarray(x_share, dtype=np.int64), p.ell_in))
+        x_share = as_int_array(x_share, "x_share", "JaguarServer.evaluate")
+        packed = layout.pack_input(to_ring(x_share.astype(np.int64), p.ell_in))
         c0 = mask(query.c0 + (packed << np.uint64(p.log_delta)), p.k)
         terms = layout.term_weights(weight)
         if self.kernel == "compiled":

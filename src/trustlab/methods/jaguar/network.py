@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trustlab.core.errors import DataError, InputError, MissingDependencyError
+from trustlab.core.validation import as_float_array
 from trustlab.datasets.digits import load_digits
-from trustlab.methods.jaguar.layout import conv2d_int
+from trustlab.methods.jaguar.checks import as_int_array, check_int
+from trustlab.methods.jaguar.layout import conv2d, conv2d_int
 
 __all__ = [
     "AvgPool",
@@ -105,12 +107,21 @@ class QuantNet:
     classes: int = field(default=10)
 
     def quantise_input(self, x: np.ndarray) -> np.ndarray:
-        return np.round(np.asarray(x, dtype=np.float64) * 2.0**self.frac_bits).astype(np.int64)
+        x = as_float_array(x, "x", "QuantNet.quantise_input", ndim=3)
+        if x.shape != tuple(self.input_shape):
+            raise InputError(f"The 'x' parameter of QuantNet.quantise_input must have shape "
+                             f"{tuple(self.input_shape)}. Got {x.shape}.")
+        if np.abs(x).max() * 2.0**self.frac_bits >= 2.0**52:
+            raise InputError("The 'x' parameter of QuantNet.quantise_input is too large for "
+                             f"{self.frac_bits} fractional bits.")
+        return np.round(x * 2.0**self.frac_bits).astype(np.int64)
 
 
 # -- plaintext forward passes ------------------------------------------------------------
 def _conv_float(x: np.ndarray, layer: Conv) -> np.ndarray:
-    return _grouped(x, layer, lambda xi, wi: conv2d_int(xi, wi, layer.stride, layer.pad)
+    return _grouped(x, layer, lambda xi, wi: conv2d(np.asarray(xi, dtype=object),
+                                                    np.asarray(wi, dtype=object), layer.stride,
+                                                    layer.pad)
                     ).astype(np.float64) + layer.bias[:, None, None]
 
 
@@ -163,7 +174,9 @@ def round_shift_int(v: np.ndarray, f: int) -> np.ndarray:
 def fixed_point_forward(net: QuantNet, x_q: np.ndarray, layers: tuple | None = None) -> np.ndarray:
     """The plaintext fixed-point reference on one quantised input; int64 logits at scale 2^f."""
     f = net.frac_bits
-    x = np.asarray(x_q, dtype=object)
+    x = np.asarray(as_int_array(x_q, "x_q", "fixed_point_forward",
+                                shape=tuple(net.input_shape) if layers is None else None),
+                   dtype=object)
     for layer in net.layers if layers is None else layers:
         if isinstance(layer, Conv):
             acc = _grouped(x, layer, lambda xi, wi, c=layer: conv2d_int(xi, wi, c.stride, c.pad))
@@ -210,10 +223,11 @@ def error_bound(net: QuantNet, per_trunc: float, layers: tuple | None = None,
 def quantise(layers: tuple, frac_bits: int, input_shape: tuple[int, int, int],
              classes: int = 10) -> QuantNet:
     """Integers at ``frac_bits`` fractional bits; average pools folded into the next layer."""
-    if not 1 <= frac_bits <= 20:
-        raise InputError(f"frac_bits must be in [1, 20]. Got {frac_bits}.")
-    return QuantNet(_quantise(tuple(layers), frac_bits, 1.0), frac_bits, tuple(input_shape),
-                    classes)
+    frac_bits = check_int(frac_bits, "frac_bits", "quantise", lo=1, hi=20)
+    shape = as_int_array(input_shape, "input_shape", "quantise", shape=(3,), lo=1)
+    classes = check_int(classes, "classes", "quantise", lo=1)
+    return QuantNet(_quantise(tuple(layers), frac_bits, 1.0), frac_bits,
+                    tuple(int(v) for v in shape), classes)
 
 
 def _quantise(layers: tuple, f: int, scale: float) -> tuple:

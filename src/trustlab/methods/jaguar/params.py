@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from trustlab.core.errors import InputError
+from trustlab.methods.jaguar.checks import check_int
 
 __all__ = [
     "HE_STANDARD_128",
@@ -151,6 +152,11 @@ def jaguar_params(
     The product needs ``ell_in = ell_out + shift`` bits; the answer keeps ``guard_bits`` below
     the output's last place so that the modulus-switching noise stays under 1/4 of an ulp.
     """
+    n = check_int(n, "n", "jaguar_params", lo=16)
+    ell_out = check_int(ell_out, "ell_out", "jaguar_params", lo=1)
+    shift = check_int(shift, "shift", "jaguar_params", lo=0)
+    k = check_int(k, "k", "jaguar_params", lo=8, hi=64)
+    guard_bits = check_int(guard_bits, "guard_bits", "jaguar_params", lo=1)
     ell_in = ell_out + shift
     return JaguarParams(
         n=n, k=k, ell_in=ell_in, shift=shift, response_bits=min(k, ell_out + guard_bits),
