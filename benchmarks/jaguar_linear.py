@@ -109,6 +109,14 @@ def run_build(args) -> dict:  # type: ignore[no-untyped-def]
             key = (e.c, e.h, e.c_out, e.kernel, e.stride, e.pad, e.groups)
             distinct.setdefault(key, (layer, []))[1].append((net, layer.name, layer.count))
     order = sorted(distinct, key=lambda k: op_count(distinct[k][0], jp, cp).spa("online"))
+    if args.part:
+        i, n_parts = (int(v) for v in args.part.split("/"))
+        order = order[i - 1 :: n_parts]  # round-robin over the cost order: similar work per part
+        print(f"part {i} of {n_parts}: {len(order)} of the distinct layers")
+    if args.sample:
+        order = stratified_sample(order, distinct, jp, cp)
+        print(f"stratified sample: {len(order)} of the distinct layers (per kind -- depthwise, "
+              "1x1, 3x3, stem, FC -- the cheapest, the median and the dearest by SPA operations)")
     predicted_cpu = sum(
         args.repeats * (op_count(distinct[k][0], jp, cp).spa("online") * cal["ma"]
                         + 1.5 * op_count(distinct[k][0], jp, cp).mulmods("online") * unit_mm)
@@ -151,14 +159,44 @@ def run_build(args) -> dict:  # type: ignore[no-untyped-def]
                   f"[{qc1:.3f},{qc3:.3f}]{ratio:>6.2f}x{model:>6.2f}{flag}"
                   + (f"  {cj:.3f}/{cc:.3f}" if first else ""), flush=True)
         layers_out.append(rec)
+        if args.json:  # after every layer, so an interrupted run keeps what it measured
+            partial = {"build": args.build, "cpu": K.cpu_name(), "calibration": cal,
+                       "accumulate": accumulate, "repeats": args.repeats, "layers": layers_out,
+                       "networks": nets, "quick": True, "partial": True}
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(partial))
     used = time.thread_time() - t_start
     print(f"CPU time of the timed layers: {used / 60:.1f} min")
     result = {"build": args.build, "cpu": K.cpu_name(), "calibration": cal,
               "accumulate": accumulate, "repeats": args.repeats, "layers": layers_out,
-              "networks": nets, "quick": args.quick, "cpu_minutes": used / 60,
+              "networks": nets, "quick": args.quick or args.sample, "cpu_minutes": used / 60,
               "load_average": os.getloadavg()}
     _summary(result)
     return result
+
+
+def _kind(layer) -> str:  # type: ignore[no-untyped-def]
+    if layer.kernel == 0:
+        return "fc"
+    if layer.depthwise:
+        return "depthwise"
+    if layer.kernel >= 7 or layer.c == 3:
+        return "stem"
+    return f"{layer.kernel}x{layer.kernel}"
+
+
+def stratified_sample(order: list, distinct: dict, jp, cp) -> list:  # type: ignore[no-untyped-def]
+    """Per kind of layer, the cheapest, the median and the dearest (by SPA operations)."""
+    from trustlab.methods.jaguar.matched import op_count
+
+    keep: list = []
+    for kind in ("depthwise", "1x1", "3x3", "stem", "fc"):
+        ks = [k for k in order if _kind(distinct[k][0]) == kind]
+        ks.sort(key=lambda k: op_count(distinct[k][0], jp, cp).spa("online"))
+        for idx in sorted({0, len(ks) // 2, len(ks) - 1}) if ks else []:
+            if ks[idx] not in keep:
+                keep.append(ks[idx])
+    return [k for k in order if k in keep]
 
 
 def network_totals(result: dict, net: str, mode: str, part: str = "server",
@@ -205,7 +243,7 @@ def _summary(result: dict) -> None:
                 print(f"  {net:<12}{mode:<11}{part:<14} SPA {t['jaguar_s']:8.2f} s  NTT "
                       f"{t['cheetah_s']:8.2f} s  ratio {t['ratio']:5.2f}x  [{t['ci'][0]:.2f}, "
                       f"{t['ci'][1]:.2f}]  ({claim}; {t['layers']} layers"
-                      f"{', quick subset' if result['quick'] else ''})")
+                      f"{', a subset of the network' if result['quick'] else ''})")
         t = network_totals(result, net, "online")
         if t:
             print(f"  {net:<12}linear bytes: Jaguar {t['bytes_jaguar'] / 2**20:.1f} MiB, "
@@ -219,18 +257,39 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--build", choices=("generic", "default", "both"), default="both")
     ap.add_argument("--networks", default="resnet18,resnet50,mobilenetv2")
+    ap.add_argument("--part", default="",
+                    help="i/n: time every n-th distinct layer from the i-th (parallel runs; "
+                    "merge their JSON files with --merge)")
+    ap.add_argument("--merge", nargs="+", default=None,
+                    help="merge the JSON files of --part runs of one build into --json")
+    ap.add_argument("--sample", action="store_true",
+                    help="a stratified sample of the distinct layers (documented in the output)")
     ap.add_argument("--json", default="runs/jaguar_linear.json",
                     help="where to write per-layer repeats (read by jaguar_e2e.py)")
     args = ap.parse_args()
     if args.repeats < 5:
         ap.error("--repeats must be >= 5")
+    if args.merge:
+        parts = [json.loads(Path(p).read_text()) for p in args.merge]
+        merged = {**parts[0], "layers": [rec for p in parts for rec in p["layers"]],
+                  "cpu_minutes": sum(p.get("cpu_minutes", 0.0) for p in parts),
+                  "quick": any(p.get("quick") for p in parts) and not all(
+                      "partial" not in p for p in parts)}
+        merged.pop("partial", None)
+        n_all = len({tuple(rec["key"]) for rec in merged["layers"]})
+        merged["quick"] = any(p.get("partial") for p in parts)
+        print(f"merged {len(parts)} parts: {n_all} distinct layers, "
+              f"{merged['cpu_minutes']:.1f} CPU-min")
+        _summary(merged)
+        Path(args.json).write_text(json.dumps(merged))
+        return
     if args.build == "both":
         results = []
         for build in ("generic", "default"):
             path = Path(args.json).with_suffix(f".{build}.json")
             cmd = [sys.executable, __file__, "--build", build, "--repeats", str(args.repeats),
                    "--networks", args.networks, "--json", str(path)] + (
-                       ["--quick"] if args.quick else [])
+                       ["--quick"] if args.quick else []) + (["--sample"] if args.sample else [])
             env = {**os.environ, **BUILDS[build]}
             if build == "default":
                 env.pop("NUMBA_CPU_NAME", None)

@@ -323,20 +323,24 @@ if _HAVE_NUMBA:
                 out[row, n + j] = v
 
     @_jit
-    def _compact(wrow, offs, w_sel, o_sel):  # type: ignore[no-untyped-def]
-        """The nonzero terms of one (o, b) weight row: their weights and extension offsets."""
+    def _compact(wmat, offs, w_sel, b_sel, o_sel):  # type: ignore[no-untyped-def]
+        """The nonzero terms of one output's weights ``wmat`` (B, T), across all inputs: their
+        weights, input indices and extension offsets."""
         cnt = 0
-        for t in range(wrow.size):
-            if wrow[t] != 0:
-                w_sel[cnt] = wrow[t]
-                o_sel[cnt] = offs[t]
-                cnt += 1
+        for b in range(wmat.shape[0]):
+            for t in range(wmat.shape[1]):
+                if wmat[b, t] != 0:
+                    w_sel[cnt] = wmat[b, t]
+                    b_sel[cnt] = b
+                    o_sel[cnt] = offs[t]
+                    cnt += 1
         return cnt
 
     @_jit
-    def _mac_span(acc, e, w_sel, o_sel, cnt, lo, ln):  # type: ignore[no-untyped-def]
-        """acc[lo : lo + ln] += sum_t w_sel[t] * e[o_sel[t] + lo : ... + ln], four terms per
-        pass over the span (one load/store of ``acc`` per four multiply-adds)."""
+    def _mac_span(acc, ext, r, w_sel, b_sel, o_sel, cnt, lo, ln):  # type: ignore[no-untyped-def]
+        """acc[lo : lo + ln] += sum_t w_sel[t] * ext[b_sel[t], r, o_sel[t] + lo : ... + ln],
+        four terms per pass over the span (one load/store of ``acc`` per four multiply-adds,
+        whichever inputs the terms come from)."""
         a = acc[lo : lo + ln]
         t = 0
         while t + 4 <= cnt:
@@ -344,24 +348,24 @@ if _HAVE_NUMBA:
             w1 = w_sel[t + 1]
             w2 = w_sel[t + 2]
             w3 = w_sel[t + 3]
-            e0 = e[o_sel[t] + lo : o_sel[t] + lo + ln]
-            e1 = e[o_sel[t + 1] + lo : o_sel[t + 1] + lo + ln]
-            e2 = e[o_sel[t + 2] + lo : o_sel[t + 2] + lo + ln]
-            e3 = e[o_sel[t + 3] + lo : o_sel[t + 3] + lo + ln]
+            e0 = ext[b_sel[t], r, o_sel[t] + lo : o_sel[t] + lo + ln]
+            e1 = ext[b_sel[t + 1], r, o_sel[t + 1] + lo : o_sel[t + 1] + lo + ln]
+            e2 = ext[b_sel[t + 2], r, o_sel[t + 2] + lo : o_sel[t + 2] + lo + ln]
+            e3 = ext[b_sel[t + 3], r, o_sel[t + 3] + lo : o_sel[t + 3] + lo + ln]
             for j in range(ln):
                 a[j] += w0 * e0[j] + w1 * e1[j] + w2 * e2[j] + w3 * e3[j]
             t += 4
         if t + 2 <= cnt:
             w0 = w_sel[t]
             w1 = w_sel[t + 1]
-            e0 = e[o_sel[t] + lo : o_sel[t] + lo + ln]
-            e1 = e[o_sel[t + 1] + lo : o_sel[t + 1] + lo + ln]
+            e0 = ext[b_sel[t], r, o_sel[t] + lo : o_sel[t] + lo + ln]
+            e1 = ext[b_sel[t + 1], r, o_sel[t + 1] + lo : o_sel[t + 1] + lo + ln]
             for j in range(ln):
                 a[j] += w0 * e0[j] + w1 * e1[j]
             t += 2
         if t < cnt:
             w0 = w_sel[t]
-            e0 = e[o_sel[t] + lo : o_sel[t] + lo + ln]
+            e0 = ext[b_sel[t], r, o_sel[t] + lo : o_sel[t] + lo + ln]
             for j in range(ln):
                 a[j] += w0 * e0[j]
 
@@ -378,18 +382,19 @@ if _HAVE_NUMBA:
         n_out, n_in, n_t = weights.shape
         n_r = ext.shape[1]
         n_span = span_start.shape[1]
-        w_sel = np.zeros(n_t, dtype=np.uint64)
-        o_sel = np.zeros(n_t, dtype=np.int64)
+        w_sel = np.zeros(n_in * n_t, dtype=np.uint64)
+        b_sel = np.zeros(n_in * n_t, dtype=np.int64)
+        o_sel = np.zeros(n_in * n_t, dtype=np.int64)
         for o in range(n_out):
-            for b in range(n_in):
-                cnt = _compact(weights[o, b], offs, w_sel, o_sel)
-                bx = o if diag else b
-                for r in range(n_r):
-                    e = ext[bx, r]
-                    acc = out[o, r]
-                    for i in range(n_span):
-                        if span_len[r, i] > 0:
-                            _mac_span(acc, e, w_sel, o_sel, cnt, span_start[r, i], span_len[r, i])
+            cnt = _compact(weights[o], offs, w_sel, b_sel, o_sel)
+            if diag:
+                b_sel[:cnt] = o
+            for r in range(n_r):
+                acc = out[o, r]
+                for i in range(n_span):
+                    if span_len[r, i] > 0:
+                        _mac_span(acc, ext, r, w_sel, b_sel, o_sel, cnt, span_start[r, i],
+                                  span_len[r, i])
 
 
 # -- Python-level API -----------------------------------------------------------------------------
