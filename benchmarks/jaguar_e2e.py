@@ -187,6 +187,8 @@ def network_estimates(build: dict, nonlin: dict[str, list[dict]], n_boot: int = 
 
 
 def print_estimates(rows: list[dict]) -> None:
+    """The total's ratio is a weighted mean of the parts' ratios (linear, nonlinear, network),
+    so it lies between them whatever their relative speeds: printed beside it."""
     lo, hi = ABSTRACT["latency"]
     clo, chi = ABSTRACT["comm"]
     print(f"\n2. Per-network estimates, one 224x224 image (abstract: {lo}-{hi}x latency, "
@@ -202,7 +204,9 @@ def print_estimates(rows: list[dict]) -> None:
               f"{r['jaguar_s']:>9.2f}{r['jaguar_linear_s']:>8.2f}/{r['jaguar_nonlinear_s']:<6.2f}"
               f"{r['cheetah_s']:>10.2f}{r['cheetah_linear_s']:>8.2f}/{r['cheetah_nonlinear_s']:<6.2f}"
               f"{r['ratio']:>9.2f}x  [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]"
-              f"{r['jaguar_MiB']:>8.0f}/{r['cheetah_MiB']:<7.0f}{r['comm_ratio']:>7.2f}x  {claim}"
+              f"{r['jaguar_MiB']:>8.0f}/{r['cheetah_MiB']:<7.0f}{r['comm_ratio']:>7.2f}x  "
+              f"(linear {r['cheetah_linear_s'] / r['jaguar_linear_s']:.2f}x, nonlinear "
+              f"{r['cheetah_nonlinear_s'] / r['jaguar_nonlinear_s']:.2f}x)  {claim}"
               f"{'; inside the abstract range' if inside else ''}"
               f"{'' if r['complete'] else ' (quick subset of layers)'}")
 

@@ -211,3 +211,88 @@ def test_quantise_refuses_bad_precision(frac):
         assert "'frac_bits'" in str(exc)
         return
     assert 1 <= net.frac_bits <= 20
+
+
+MALFORMED = st.sampled_from([np.nan, 2.5, "7", None, True, [1.5, 2], np.array([np.inf])])
+
+
+@SETTINGS
+@given(values=st.lists(st.integers(-(2**62), 2**62), min_size=1, max_size=20),
+       k=st.integers(1, 64), bad=MALFORMED)
+def test_ring_helpers_are_exact_or_refuse(values, k, bad):
+    from trustlab.methods.jaguar import centered, monomial_mul, round_shift, to_ring
+
+    ring = to_ring(np.array(values), k)
+    assert [int(v) for v in ring] == [v % (1 << k) for v in values]
+    back = centered(ring, k)
+    assert [int(v) for v in back] == [((v + (1 << (k - 1))) % (1 << k)) - (1 << (k - 1))
+                                      for v in values]
+    poly = to_ring(np.array(values), 64)
+    n = len(values)
+    rotated = monomial_mul(poly, 1)  # X * p: coefficients move up one, the top one wraps negated
+    assert int(rotated[0]) == (-values[-1]) % 2**64 and [int(v) for v in rotated[1:]] == [
+        v % 2**64 for v in values[: n - 1]]
+    shifted = round_shift(ring, 1, k)
+    assert [int(v) for v in shifted] == [((v % (1 << k)) + 1) // 2 % (1 << k) for v in values]
+    for call in (lambda: to_ring(bad, k), lambda: centered(bad, k),
+                 lambda: round_shift(bad, 1, k), lambda: monomial_mul(bad, 1),
+                 lambda: to_ring(values, bad), lambda: monomial_mul(poly, bad)):
+        with pytest.raises(InputError):
+            call()
+
+
+@SETTINGS
+@given(n=st.one_of(st.sampled_from([64, 256, 4096]), BAD_SCALARS, st.just(100)),
+       bits=st.one_of(st.integers(20, 50), st.just(60), BAD_SCALARS),
+       count=st.one_of(st.integers(1, 3), BAD_SCALARS))
+def test_ntt_primes_and_security_levels(n, bits, count):
+    from trustlab.methods.jaguar import find_ntt_primes, query_nbytes, security_bits
+
+    try:
+        primes = find_ntt_primes(n, bits, count)
+    except InputError:
+        return
+    assert len(primes) == count and all((p - 1) % (2 * n) == 0 and p < 2**bits for p in primes)
+    assert security_bits(n, sum(p.bit_length() for p in primes)) in (0, 128, 192, 256)
+    assert query_nbytes(3, n, bits) == 3 * (-(-n * bits // 8) + 32)
+    with pytest.raises(InputError):
+        security_bits(n, float("nan"))
+    with pytest.raises(InputError):
+        query_nbytes(-1, n, bits)
+
+
+@SETTINGS
+@given(seconds=st.one_of(st.floats(0, 100), st.just(float("nan")), st.just(-1.0)),
+       nbytes=st.one_of(st.integers(0, 10**9), st.just(-5), st.just(2.5)),
+       rounds=st.integers(-1, 100), network=st.sampled_from(["lan", "wan", "5g"]))
+def test_estimate_time_adds_up_or_refuses(seconds, nbytes, rounds, network):
+    from trustlab.methods.jaguar import NETWORKS, estimate_time
+
+    ok = (np.isfinite(seconds) and seconds >= 0 and isinstance(nbytes, int) and nbytes >= 0
+          and rounds >= 0 and network in NETWORKS)
+    if not ok:
+        with pytest.raises(InputError):
+            estimate_time(seconds, nbytes, rounds, network)
+        return
+    bw, rtt = NETWORKS[network]
+    assert estimate_time(seconds, nbytes, rounds, network) == pytest.approx(
+        seconds + 8 * nbytes / bw + rounds * rtt / 2)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**16), bad=st.sampled_from([None, "float_w", "shape", "nan"]))
+def test_spa_kernels_agree_or_refuse(seed, bad):
+    from trustlab.methods.jaguar import spa_accumulate, spa_accumulate_reference, to_ring
+
+    rng = np.random.default_rng(seed)
+    polys = to_ring(rng.integers(-(2**62), 2**62, (2, 1, 2, 32)), 64)
+    shifts = rng.choice(32, 5, replace=False)
+    w = rng.integers(-(2**10), 2**10, (3, 2, 5))
+    if bad is None:
+        assert np.array_equal(spa_accumulate(polys, shifts, w, 64),
+                              spa_accumulate_reference(polys, shifts, w, 64))
+        return
+    arg = {"float_w": w + 0.5, "shape": w[:, :1], "nan": np.full(w.shape, np.nan)}[bad]
+    for fn in (spa_accumulate, spa_accumulate_reference):
+        with pytest.raises(InputError, match="weights"):
+            fn(polys, shifts, arg, 64)

@@ -136,7 +136,9 @@ def run(config: JaguarConfig, ctx: RunContext) -> Report:
 
     speed = [r.cheetah_eval_s / r.jaguar_eval_s for r in runs]
     report.metric("server_speedup_geomean", float(np.exp(np.mean(np.log(speed)))),
-                  description="NTT-baseline / SPA-Conv server time (noisy, machine-dependent)")
+                  description="NTT-baseline / SPA-Conv server time on max_out_channels outputs "
+                  "(compiled kernels, wall-clock; the full-size comparison is "
+                  "benchmarks/jaguar_linear.py)")
     report.table("layers", [
         {"layer": r.name, "c_out_run": r.c_out, "cheetah_exact": r.exact_cheetah,
          "trunc_exact_fraction": float(np.mean(r.truncation_errors == 0)),

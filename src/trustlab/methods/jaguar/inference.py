@@ -130,8 +130,10 @@ class InferenceResult:
 
 def estimate_time(seconds: float, nbytes: int, rounds: int, network: str) -> float:
     """Measured compute time plus ``bytes / bandwidth`` plus one half-RTT per latency."""
-    if network not in NETWORKS:
-        raise InputError(f"network must be one of {sorted(NETWORKS)}. Got {network!r}.")
+    check_choice(network, "network", sorted(NETWORKS), "estimate_time")
+    seconds = check_scalar(seconds, "seconds", "estimate_time", lo=0)
+    nbytes = check_int(nbytes, "nbytes", "estimate_time", lo=0)
+    rounds = check_int(rounds, "rounds", "estimate_time", lo=0)
     bw, rtt = NETWORKS[network]
     return seconds + 8 * nbytes / bw + rounds * rtt / 2
 

@@ -26,8 +26,9 @@ import numpy as np
 from scipy import special
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.validation import check_scalar
 from trustlab.methods.jaguar import kernels
-from trustlab.methods.jaguar.checks import as_int_array
+from trustlab.methods.jaguar.checks import as_int_array, check_int
 from trustlab.methods.jaguar.layout import ConvLayout, FCLayout
 from trustlab.methods.jaguar.params import JaguarParams
 from trustlab.methods.jaguar.ring import mask, to_ring
@@ -61,7 +62,10 @@ Layout = ConvLayout | FCLayout
 
 def round_shift(values: np.ndarray, shift: int, out_bits: int) -> np.ndarray:
     """``round(v / 2^shift) mod 2^out_bits`` (half-up) for uint64 residues ``v``."""
-    v = np.asarray(values, dtype=np.uint64)
+    shift = check_int(shift, "shift", "round_shift", lo=0, hi=63)
+    out_bits = check_int(out_bits, "out_bits", "round_shift", lo=1, hi=64)
+    v = as_int_array(values, "values", "round_shift", allow_empty=True, lo=0,
+                     hi=2**64 - 1).astype(np.uint64)
     if shift == 0:
         return mask(v, out_bits)
     return mask((v + np.uint64(1 << (shift - 1))) >> np.uint64(shift), out_bits)
@@ -85,6 +89,9 @@ class LinearResponse:
 
 def query_nbytes(n_cts: int, n: int, k_bits: float) -> int:
     """Bytes of ``n_cts`` fresh symmetric ciphertexts: ``c0`` plus a 32-byte seed for ``c1``."""
+    n_cts = check_int(n_cts, "n_cts", "query_nbytes", lo=0)
+    n = check_int(n, "n", "query_nbytes", lo=1)
+    k_bits = check_scalar(k_bits, "k_bits", "query_nbytes", lo=1, hi=1024)
     return n_cts * (math.ceil(n * k_bits / 8) + 32)
 
 

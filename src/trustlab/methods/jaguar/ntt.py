@@ -56,8 +56,13 @@ def is_prime(n: int) -> bool:
 
 def find_ntt_primes(n: int, bits: int, count: int) -> tuple[int, ...]:
     """The ``count`` largest primes ``p < 2^bits`` with ``p = 1 mod 2N`` (NTT-friendly)."""
-    if bits > _MAX_PRIME_BITS:
-        raise InputError(f"NTT primes must have at most {_MAX_PRIME_BITS} bits. Got {bits}.")
+    from trustlab.methods.jaguar.checks import check_int
+
+    n = check_int(n, "n", "find_ntt_primes", lo=2)
+    if n & (n - 1):
+        raise InputError(f"The 'n' parameter of find_ntt_primes must be a power of two. Got {n}.")
+    bits = check_int(bits, "bits", "find_ntt_primes", lo=2, hi=_MAX_PRIME_BITS)
+    count = check_int(count, "count", "find_ntt_primes", lo=1, hi=64)
     step = 2 * n
     p = ((1 << bits) - 1) // step * step + 1
     found: list[int] = []

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 from trustlab.methods.jaguar.checks import check_int
 
 __all__ = [
@@ -34,6 +35,8 @@ SIGMA = 8.0 / math.sqrt(2.0 * math.pi)  # 3.19, the HE standard's error width
 
 def security_bits(n: int, log_q: float) -> int:
     """The classical security level (0, 128, 192 or 256) the HE standard assigns to (N, log q)."""
+    n = check_int(n, "n", "security_bits", lo=1)
+    log_q = check_scalar(log_q, "log_q", "security_bits", lo=0)
     level = 0
     for bits, table in ((128, HE_STANDARD_128), (192, _HE_STANDARD_192), (256, _HE_STANDARD_256)):
         if n in table and log_q <= table[n]:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from trustlab.core.errors import InputError
+from trustlab.methods.jaguar.checks import as_int_array, check_int
+
 __all__ = [
     "centered",
     "mask",
@@ -29,7 +32,9 @@ def mask(values: np.ndarray, k: int) -> np.ndarray:
 
 def to_ring(values: np.ndarray | int, k: int) -> np.ndarray:
     """Signed integers (int64 or Python ints) to their residues mod ``2^k`` as uint64."""
-    arr = np.asarray(values)
+    k = check_int(k, "k", "to_ring", lo=1, hi=64)
+    arr = values if isinstance(values, np.ndarray) and values.dtype.kind in "iu" else (
+        as_int_array(values, "values", "to_ring", allow_empty=True))
     if arr.dtype == object:
         m = (1 << k) - 1
         return np.array([int(v) & m for v in arr.ravel()], dtype=np.uint64).reshape(arr.shape)
@@ -38,7 +43,10 @@ def to_ring(values: np.ndarray | int, k: int) -> np.ndarray:
 
 def centered(values: np.ndarray, k: int) -> np.ndarray:
     """Residues mod ``2^k`` (uint64) to the signed representative in ``[-2^(k-1), 2^(k-1))``."""
-    v = mask(np.asarray(values, dtype=np.uint64), k)
+    k = check_int(k, "k", "centered", lo=1, hi=64)
+    if not (isinstance(values, np.ndarray) and values.dtype.kind in "iu"):
+        values = as_int_array(values, "values", "centered", allow_empty=True, lo=0, hi=2**64 - 1)
+    v = mask(np.asarray(values).astype(np.uint64, copy=False), k)
     if k >= 64:
         return v.view(np.int64)
     half = np.uint64(1 << (k - 1))
@@ -47,6 +55,10 @@ def centered(values: np.ndarray, k: int) -> np.ndarray:
 
 def monomial_mul(poly: np.ndarray, shift: int) -> np.ndarray:
     """``X^shift * poly`` in ``Z_{2^64}[X]/(X^N+1)`` over the last axis (negacyclic rotation)."""
+    shift = check_int(shift, "shift", "monomial_mul")
+    if not isinstance(poly, np.ndarray) or poly.dtype != np.uint64 or poly.ndim < 1:
+        raise InputError("The 'poly' parameter of monomial_mul must be a uint64 array of ring "
+                         f"elements (use to_ring). Got {getattr(poly, 'dtype', type(poly).__name__)}.")
     n = poly.shape[-1]
     shift %= 2 * n
     sign_flip = shift >= n

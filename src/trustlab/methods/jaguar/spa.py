@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from trustlab.core.errors import InputError
+from trustlab.methods.jaguar.checks import as_int_array
 from trustlab.methods.jaguar.ring import mask
 
 __all__ = ["gemm_limb_bits", "spa_accumulate", "spa_accumulate_reference"]
@@ -38,7 +39,9 @@ def _rotation_gather(shifts: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray
 
 
 def _check(polys: np.ndarray, shifts: np.ndarray, weights: np.ndarray) -> None:
-    if polys.dtype != np.uint64 or polys.ndim != 4:
+    as_int_array(weights, "weights", "spa_accumulate", ndim=3, allow_empty=True)
+    as_int_array(shifts, "shifts", "spa_accumulate", ndim=1, allow_empty=True, lo=0)
+    if not isinstance(polys, np.ndarray) or polys.dtype != np.uint64 or polys.ndim != 4:
         raise InputError(
             f"SPA expects uint64 polynomials of shape (n_in, n_r, comps, N). Got "
             f"{polys.dtype} {polys.shape}."
