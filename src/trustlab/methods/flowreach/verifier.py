@@ -279,7 +279,7 @@ def verify_instance(
             if mlp is None:
                 per_region[m].append("unknown")
                 continue
-            br = prove_region(mlp, region, m, timeout=settings.timeout)
+            br = prove_region(mlp, region, m, timeout=settings.timeout, clock=settings.now)
             per_region[m].append(br.verdict)
             seconds[m] += br.seconds
     if "crown_bab" in methods:
