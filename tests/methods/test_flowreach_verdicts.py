@@ -496,3 +496,46 @@ def test_array_entry_points_property(rows, cols, poison, where, alpha, n):
             assert not np.isnan(out).any()
         elif isinstance(out, float):
             assert not math.isnan(out)
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("flag", [False, True])
+def test_cli_benchmark_result_files_on_acas_xu(tmp_path, flag):
+    """Every result file the CLI writes over ACAS Xu instances: `unsat` only from a sound proof
+    unless --probabilistic-unsat was given; every sidecar validates; the CSV carries the
+    guarantee and certificate columns."""
+    import csv
+    import os
+    from pathlib import Path
+
+    folder = Path(os.environ.get("TRUSTLAB_SHARED_DATA", Path(__file__).resolve().parents[2]
+                                 .parent / "shared" / "data")) / "vnncomp" / "acasxu"
+    if not folder.is_dir():
+        pytest.skip(f"VNN-COMP data not available here: {folder}")
+    picks = [("1_1", "prop_1"), ("1_1", "prop_3"), ("2_1", "prop_2"), ("4_1", "prop_4")]
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "instances.csv").write_text("".join(
+        f"{folder / 'onnx' / f'ACASXU_run2a_{n}_batch_2000.onnx'},{folder / 'vnnlib' / p}.vnnlib,"
+        "116\n" for n, p in picks))
+    out = tmp_path / "res"
+    cmd = [sys.executable, "-m", "trustlab.cli", "verify", "--benchmark", str(bench),
+           "--timeout", "4", "--result-dir", str(out), "--result-file", str(tmp_path / "s.csv")]
+    proc = subprocess.run(cmd + (["--probabilistic-unsat"] if flag else []),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    files = sorted(out.glob("*.txt"))
+    assert len(files) == len(picks)
+    for f in files:
+        first = f.read_text().split("\n", 1)[0]
+        side = json.loads(sidecar_path(f).read_text())
+        jsonschema.validate(side, SIDECAR_SCHEMA)
+        assert side["result_written"] == first and side["probabilistic_unsat"] is flag
+        if first == "unsat":
+            assert side["guarantee"] == "sound" or (flag and side["guarantee"] == "probabilistic")
+        if side["guarantee"] == "probabilistic" and not flag:
+            assert first == "unknown" and side["certificate"]["bound"] <= 0.01
+        if "2_1" in f.name:  # known sat: a witness, re-checked
+            assert first == "sat" and side["witness"]["confirmed"]
+    rows = list(csv.DictReader((tmp_path / "s.csv").open()))
+    assert {"guarantee", "certificate", "result", "verdict"} <= set(rows[0])
