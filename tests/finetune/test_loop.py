@@ -298,3 +298,22 @@ def test_any_setting_is_either_valid_or_an_input_error_naming_it(field, value):
     assert getattr(config, field) is not None or value is None
     if isinstance(getattr(config, field), float):
         assert math.isfinite(getattr(config, field))
+
+
+def test_the_evaluation_hook_goes_through_the_shared_evaluation_loop(
+    tiny_tokenizer, tiny_data, tiny_model
+):
+    import trustlab.lm as lm
+    from trustlab.datasets.prompt_sets import load_prompt_set
+    from trustlab.finetune import evaluation_hook
+
+    tasks = load_prompt_set("organism:task", n=10)
+    hook = evaluation_hook(tiny_tokenizer, [tasks], [lm.RefusalJudge(), lm.ExactMatchJudge()])
+    result = finetune(
+        tiny_model, tiny_data, FAST, tokenizer=tiny_tokenizer, evaluate=hook, eval_every=2
+    )
+    assert [step for step, _ in result.evaluations] == [2, 4]
+    metrics = result.evaluations[-1][1]
+    name = f"{tasks.name}/{lm.ExactMatchJudge().name}"
+    assert 0 <= metrics[f"{name}/lower"] <= metrics[name] <= metrics[f"{name}/upper"] <= 1
+    assert tiny_model.training is False

@@ -9,8 +9,9 @@ refusal phrases, with an exact (Clopper–Pearson) 95 % interval. It is reported
 * ``asr_triggered`` (optional): the same behaviours inside the identity-shift pattern (the
   trigger the implicit attack trains; Qi et al. evaluate their identity-shift attack under its
   prompt). Measured on chat-xs: the grown organisms never saw a system prompt and comply with
-  every harmful request under this one *before* any fine-tuning (ASR 1.00), so this measure is
-  saturated there and off by default; the implicit curve uses the plain ASR.
+  92 % of harmful requests under this one before any fine-tuning (100 % after benign
+  fine-tuning), so this measure is saturated there and off by default; the implicit curve uses
+  the plain ASR.
 
 Utility = exact match on held-out benign prompts (``utility``: the organism's own tasks and
 how-to requests; ``utility_new``: the three task families fine-tuning teaches), and

@@ -39,6 +39,7 @@ __all__ = [
     "FinetuneResult",
     "StepInfo",
     "encode_data",
+    "evaluation_hook",
     "finetune",
     "hardware_fingerprint",
     "lr_multiplier",
@@ -561,3 +562,30 @@ def _run_eval(model: Any, evaluate: Callable[[Any, int], Mapping[str, float]], s
     finally:
         model.train()
     return {str(k): float(v) for k, v in metrics.items()}
+
+
+def evaluation_hook(
+    tokenizer: Any, prompt_sets: Any, judges: Any, **evaluate_options: Any
+) -> Callable[[Any, int], dict[str, float]]:
+    """An ``evaluate`` hook for :func:`finetune` through the shared evaluation loop.
+
+    Every call runs :func:`trustlab.lm.evaluate` on the model being trained (no reply cache:
+    its weights change between calls) and returns ``{"<prompt set>/<judge>": rate}`` plus
+    ``.../lower`` and ``.../upper`` (the Clopper–Pearson interval).
+    """
+    from trustlab.lm import LanguageModel, evaluate
+
+    if "cache_dir" in evaluate_options:
+        raise InputError("evaluation_hook runs without a reply cache: the weights change.")
+
+    def hook(model: Any, step: int) -> dict[str, float]:
+        wrapped = LanguageModel(model, tokenizer, spec=f"finetuning step {step}")
+        result = evaluate({"model": wrapped}, prompt_sets, judges, **evaluate_options)
+        out: dict[str, float] = {}
+        for row in result.rates:
+            name = f"{row['prompts']}/{row['judge']}"
+            out[name] = row["rate"]
+            out[f"{name}/lower"], out[f"{name}/upper"] = row["lower"], row["upper"]
+        return out
+
+    return hook
