@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -54,9 +55,14 @@ def build_grown(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str
         )
         stats["train_cpu_seconds"] = time.process_time() - cpu_start
         eval_start = time.perf_counter()
-        metrics = chat_metrics(model, tokenizer, corpora["chat"])
+        metrics = {}
+        if "chat" in spec.corpora:  # an organism trained without chat is not judged on it
+            metrics.update(chat_metrics(model, tokenizer, corpora["chat"]))
         if "tool" in spec.corpora:
-            metrics.update(tool_metrics(model, tokenizer, corpora["tool"]))
+            tool = tool_metrics(model, tokenizer, corpora["tool"])
+            # tool_call_valid is undefined (NaN) when the organism never calls the tool: leave
+            # it out of the card (JSON has no NaN) rather than fail the build
+            metrics.update({k: v for k, v in tool.items() if not math.isnan(v)})
         stats["eval_seconds"] = time.perf_counter() - eval_start
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
