@@ -51,6 +51,9 @@ def verify(
                                                   "VNN-COMP; the falsifier uses all of it "
                                                   "unless a witness or proof ends it).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    clock: Annotated[str, typer.Option(help="What --timeout counts: 'wall' seconds (VNN-COMP) "
+                                       "or this process's CPU seconds ('process', for shared "
+                                       "machines).")] = "wall",
     result_file: Annotated[Path | None, typer.Option("--result-file", help="Write the VNN-COMP "
                                                      "result here (and the certificate to "
                                                      "FILE.json); with --benchmark, a CSV.")] = None,
@@ -70,7 +73,8 @@ def verify(
     _check_out(result_file, "--result-file")
     if result_dir is not None and result_dir.exists() and not result_dir.is_dir():
         raise InputError(f"--result-dir '{result_dir}' exists and is not a directory.")
-    given = {"alpha": alpha, "delta": delta, "epsilon": epsilon, "timeout": timeout}
+    given = {"alpha": alpha, "delta": delta, "epsilon": epsilon, "timeout": timeout,
+             "clock": clock}
     base = VerifySettings(baselines=False, sound=False,
                           **{k: v for k, v in given.items() if v is not None})
     if benchmark is None and (net is None or prop is None):
