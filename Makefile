@@ -41,8 +41,11 @@ limit = $(if $(1),timeout --foreground $(1),)
 
 test: setup
 	@status=0; \
-	$(call limit,$(TEST_LIMIT_S)) $(BIN)/python -m pytest -m "$(FAST_MARK)" || status=$$?; \
+	$(call limit,$(TEST_LIMIT_S)) $(BIN)/python -m pytest -m "$(FAST_MARK)" || { rc=$$?; \
+	  if [ $$rc -eq 124 ]; then echo "error: the default suite exceeded $(TEST_LIMIT_S) s"; fi; \
+	  status=$$rc; }; \
 	$(call limit,$(ACCEPTANCE_LIMIT_S)) $(BIN)/python -m pytest -m acceptance || { rc=$$?; \
+	  if [ $$rc -eq 124 ]; then echo "error: the acceptance tests exceeded $(ACCEPTANCE_LIMIT_S) s"; fi; \
 	  if [ $$rc -eq 5 ]; then echo "note: no acceptance tests collected"; else status=$$rc; fi; }; \
 	exit $$status
 
