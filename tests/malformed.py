@@ -57,6 +57,7 @@ __all__ = [
     "assert_same",
     "check_case",
     "every_corruption",
+    "malformed_input_tests",
     "run_one",
 ]
 
@@ -500,3 +501,25 @@ def every_corruption(cases: Sequence[Case]) -> list[Any]:
         for param, kind in case.kinds.items()
         for m in kind.mutations
     ]
+
+
+def malformed_input_tests(cases: Sequence[Case]) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The two tests of a property module: every corruption once, then hypothesis' draws::
+
+        test_every_corruption_once, test_malformed_input = malformed_input_tests(CASES)
+    """
+    import pytest
+    from hypothesis import given
+
+    @pytest.mark.parametrize(("case", "param", "mutation"), every_corruption(cases))
+    def test_every_corruption_once(case: Case, param: str, mutation: Mutation) -> None:
+        run_one(case, param, mutation)
+
+    @pytest.mark.parametrize("case", cases, ids=str)
+    @given(data=st.data())
+    @SETTINGS
+    def test_malformed_input(case: Case, data: st.DataObject) -> None:
+        """The same corruptions at positions and seeds hypothesis draws."""
+        check_case(case, data)
+
+    return test_every_corruption_once, test_malformed_input

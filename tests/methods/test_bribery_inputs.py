@@ -8,10 +8,9 @@ target index is never wrapped around or truncated.
 
 from __future__ import annotations
 
+import hypothesis  # noqa: F401 - the property tests are built by malformed_input_tests
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from trustlab.core.errors import InputError
 from trustlab.datasets.leaderboards import Leaderboard
@@ -29,12 +28,10 @@ from ..malformed import (
     CHOICE,
     INT,
     RNG,
-    SETTINGS,
     Case,
     Kind,
     Mutation,
-    check_case,
-    every_corruption,
+    malformed_input_tests,
     run_one,
     scalar,
 )
@@ -228,17 +225,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("case", "param", "mutation"), every_corruption(CASES))
-def test_every_corruption_once(case, param, mutation):
-    run_one(case, param, mutation)
-
-
-@pytest.mark.parametrize("case", CASES, ids=str)
-@given(data=st.data())
-@SETTINGS
-def test_malformed_input(case, data):
-    """The same corruptions at positions and seeds hypothesis draws."""
-    check_case(case, data)
+test_every_corruption_once, test_malformed_input = malformed_input_tests(CASES)
 
 
 def test_every_public_callable_has_a_case():

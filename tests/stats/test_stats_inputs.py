@@ -7,10 +7,9 @@ calibration metrics and conformal quantiles.
 
 from __future__ import annotations
 
+import hypothesis  # noqa: F401 - the property tests are built by malformed_input_tests
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from trustlab import stats as api
 from trustlab.core.errors import InputError
@@ -22,14 +21,11 @@ from ..malformed import (
     LABELS,
     PROBS,
     RNG,
-    SETTINGS,
     UNIT,
     Case,
     Kind,
     Mutation,
-    check_case,
-    every_corruption,
-    run_one,
+    malformed_input_tests,
     scalar,
 )
 
@@ -146,17 +142,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("case", "param", "mutation"), every_corruption(CASES))
-def test_every_corruption_once(case, param, mutation):
-    run_one(case, param, mutation)
-
-
-@pytest.mark.parametrize("case", CASES, ids=str)
-@given(data=st.data())
-@SETTINGS
-def test_malformed_input(case, data):
-    """The same corruptions at positions and seeds hypothesis draws."""
-    check_case(case, data)
+test_every_corruption_once, test_malformed_input = malformed_input_tests(CASES)
 
 
 def test_every_function_of_the_four_modules_has_a_case():

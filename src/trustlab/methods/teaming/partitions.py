@@ -188,6 +188,16 @@ class PartitionCalibration:
     min_count: int
 
 
+def _partition_inputs(
+    probs: ArrayLike, labels: ArrayLike, cells: ArrayLike, n_bins: int, where: str
+) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[Any], int]:
+    """Probabilities, labels and cells checked against each other, and the bin count."""
+    p = _as_prob_matrix(probs, where)
+    y = check_labels(labels, "labels", where, n_samples=p.shape[0], n_classes=p.shape[1])
+    c = _cells(cells, p.shape[0], where)
+    return p, y, c, check_scalar(n_bins, "n_bins", where, kind=int, lo=1)
+
+
 def _cell_codes(cells: NDArray[Any]) -> NDArray[np.intp]:
     import pandas as pd
 
@@ -215,10 +225,7 @@ def partition_calibration(
 ) -> PartitionCalibration:
     """Per-cell top-label calibration, its size-weighted mean and its worst cell."""
     where = "partition_calibration"
-    p = _as_prob_matrix(probs, where)
-    y = check_labels(labels, "labels", where, n_samples=p.shape[0], n_classes=p.shape[1])
-    c = _cells(cells, p.shape[0], where)
-    n_bins = check_scalar(n_bins, "n_bins", where, kind=int, lo=1)
+    p, y, c, n_bins = _partition_inputs(probs, labels, cells, n_bins, where)
     min_count = check_scalar(min_count, "min_count", where, kind=int, lo=1)
     table = calibration_by_cell(p, y, c, n_bins=n_bins)
     mean, worst = _cell_summary(table, min_count)
@@ -250,11 +257,9 @@ def partition_calibration_ci(
     """
     where = "partition_calibration_ci"
     check_choice(statistic, "statistic", ("mean_cell_ece", "worst_cell_ece"), where)
-    p = _as_prob_matrix(probs, where)
-    y = check_labels(labels, "labels", where, n_samples=p.shape[0], n_classes=p.shape[1])
-    n_bins = check_scalar(n_bins, "n_bins", where, kind=int, lo=1)
+    p, y, c, n_bins = _partition_inputs(probs, labels, cells, n_bins, where)
     min_count = check_scalar(min_count, "min_count", where, kind=int, lo=1)
-    c_codes = _cell_codes(_cells(cells, p.shape[0], where))
+    c_codes = _cell_codes(c)
 
     def stat(idx: NDArray[np.intp]) -> float:
         table = calibration_by_cell(p[idx], y[idx], c_codes[idx], n_bins=n_bins)
@@ -280,10 +285,7 @@ def reliability_diagrams_by_cell(
     from trustlab.core.figures import add_alt_text, new_figure
 
     where = "reliability_diagrams_by_cell"
-    p = _as_prob_matrix(probs, where)
-    y = check_labels(labels, "labels", where, n_samples=p.shape[0], n_classes=p.shape[1])
-    c = _cells(cells, p.shape[0], where)
-    n_bins = check_scalar(n_bins, "n_bins", where, kind=int, lo=1)
+    p, y, c, n_bins = _partition_inputs(probs, labels, cells, n_bins, where)
     max_cells = check_scalar(max_cells, "max_cells", where, kind=int, lo=1)
     ids, counts = np.unique(c, return_counts=True)
     order = np.argsort(-counts, kind="stable")[:max_cells]
