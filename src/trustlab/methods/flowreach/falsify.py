@@ -62,9 +62,9 @@ def margin_np(region: VnnlibRegion, y: NDArray[np.floating]) -> NDArray[np.float
     """NumPy twin of ``margin_torch`` (float64)."""
     y = np.atleast_2d(np.asarray(y, dtype=np.float64))
     _check_outputs(region, y.shape, "margin_np")
-    if np.isnan(y).any():
-        raise InputError(f"The 'y' parameter of margin_np has {int(np.isnan(y).sum())} NaN "
-                         "value(s): a margin of an undefined output means nothing.")
+    if not np.isfinite(y).all():
+        raise InputError(f"The 'y' parameter of margin_np has {int((~np.isfinite(y)).sum())} NaN "
+                         "or infinite value(s): the margin of such an output is undefined.")
     per_clause = []
     for poly in region.polytopes:
         if len(poly.b) == 0:
