@@ -15,10 +15,16 @@ from typing import Any
 
 import matplotlib
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from trustlab.core import paths as core_paths
 
 matplotlib.use("Agg")
+
+# Property tests draw the same examples in every run (a CI run must not find a counterexample
+# that the developer's run did not); a test's own @settings still overrides the other fields.
+hypothesis_settings.register_profile("trustlab", derandomize=True, deadline=None)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "trustlab"))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = core_paths.shared_data_dir()
