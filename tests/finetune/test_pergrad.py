@@ -81,3 +81,34 @@ def test_memory_guard_and_bad_arguments(tiny_model, tiny_tokenizer, tiny_data):
         per_example_gradients(tiny_model, tiny_data, tokenizer=tiny_tokenizer, method="jit")
     with pytest.raises(InputError, match="'batch_size'"):
         per_example_gradients(tiny_model, tiny_data, tokenizer=tiny_tokenizer, batch_size=0)
+
+
+def test_reduce_sees_each_chunk_and_equals_the_function_of_the_full_matrix(
+    tiny_model, tiny_tokenizer, tiny_data
+):
+    data = tiny_data[:7]
+    full = per_example_gradients(tiny_model, data, tokenizer=tiny_tokenizer, params=MLP)
+    half = full.shape[1] // 2
+    seen = []
+
+    def per_half_norms(g):
+        seen.append(g.shape[0])
+        return torch.stack([g[:, :half].norm(dim=1), g[:, half:].norm(dim=1)], dim=1)
+
+    got = per_example_gradients(
+        tiny_model, data, tokenizer=tiny_tokenizer, params=MLP, batch_size=3,
+        reduce=per_half_norms, max_bytes=1,  # no [n, d] matrix is kept, so no memory guard
+    )  # fmt: skip
+    assert seen == [3, 3, 1]
+    expected = torch.stack([full[:, :half].norm(dim=1), full[:, half:].norm(dim=1)], dim=1)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)
+    with pytest.raises(InputError, match="'reduce'"):
+        per_example_gradients(
+            tiny_model, data, tokenizer=tiny_tokenizer, params=MLP,
+            reduce=lambda g: g.sum(),  # not one row per example
+        )  # fmt: skip
+    with pytest.raises(InputError, match="'reduce'"):
+        per_example_gradients(
+            tiny_model, data, tokenizer=tiny_tokenizer, params=MLP, reduce=per_half_norms,
+            reference=torch.ones(full.shape[1]),
+        )  # fmt: skip

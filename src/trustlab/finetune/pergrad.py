@@ -16,13 +16,15 @@ Two exact implementations:
 docs/finetune.md). Memory is bounded: examples are processed ``batch_size`` at a time; with a
 ``reference`` (``[d]`` or ``[k, d]``) only the ``[n]`` / ``[n, k]`` projections (dot products, or
 cosines with ``normalize=True``) are kept, never the ``[n, d]`` matrix; without one, the full
-matrix is returned only when it fits in ``max_bytes``.
+matrix is returned only when it fits in ``max_bytes``. ``reduce`` maps each chunk's ``[b, d]``
+gradients to any ``[b, ...]`` summary (per-slice cosines, a random projection, ...), so callers
+compute their own statistics with the same bounded memory.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import torch
@@ -133,11 +135,14 @@ def per_example_gradients(
     max_length: int | None = None,
     max_bytes: int = 1 << 30,
     threads: int = 1,
+    reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Per-example response-loss gradients ``[n, d]``, or their projections on ``reference``.
 
     ``reference``: ``[d]`` -> returns ``[n]``; ``[k, d]`` -> ``[n, k]`` (dot products; cosines
     with ``normalize``). ``d`` is the size of the chosen slice (:func:`gradient_layout`).
+    ``reduce``: instead of a reference, a function of each chunk's float32 ``[b, d]`` gradients
+    returning a ``[b, ...]`` tensor; the results are concatenated (``[n, ...]``).
     The model's weights are not changed and no ``.grad`` is left behind. ``threads``: torch
     threads while computing (restored after; 1 is fastest for small models on a shared machine).
     """
@@ -155,7 +160,12 @@ def per_example_gradients(
     if not encoded:
         raise InputError("The 'data' parameter of per_example_gradients is empty.")
     ref = _check_reference(reference, d)
-    if ref is None and len(encoded) * d * 4 > max_bytes:
+    if reduce is not None and (ref is not None or not callable(reduce)):
+        raise InputError(
+            "The 'reduce' parameter of per_example_gradients is a function of a [b, d] chunk "
+            f"and excludes 'reference'. Got {reduce!r} with reference={reference is not None}."
+        )
+    if ref is None and reduce is None and len(encoded) * d * 4 > max_bytes:
         raise InputError(
             f"{len(encoded)} per-example gradients of {d} values need "
             f"{len(encoded) * d * 4 / 2**20:.0f} MiB (> max_bytes). Pass a 'reference' to keep "
@@ -174,13 +184,26 @@ def per_example_gradients(
                     grads = _vmap_chunk(hf_model, chosen, chunk, pad_id)
                 else:
                     grads = _loop_chunk(hf_model, chosen, chunk)
-                out.append(grads if ref is None else _project(grads, ref, normalize))
+                if reduce is not None:
+                    out.append(_reduced(reduce, grads.float(), len(chunk)))
+                else:
+                    out.append(grads if ref is None else _project(grads, ref, normalize))
     finally:
         hf_model.train(was_training)
     result = torch.cat(out)
     if ref is not None and reference is not None and reference.dim() == 1:
         return result[:, 0]
     return result
+
+
+def _reduced(reduce: Callable, grads: torch.Tensor, b: int) -> torch.Tensor:
+    value = reduce(grads)
+    if not isinstance(value, torch.Tensor) or value.dim() < 1 or value.shape[0] != b:
+        raise InputError(
+            f"The 'reduce' function must return a tensor with one row per example ({b}). Got "
+            f"{type(value).__name__}{tuple(getattr(value, 'shape', ()))}."
+        )
+    return value.detach()
 
 
 def _check_reference(reference: torch.Tensor | None, d: int) -> torch.Tensor | None:
