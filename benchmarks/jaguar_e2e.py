@@ -211,10 +211,10 @@ def print_estimates(rows: list[dict]) -> None:
               f"{'' if r['complete'] else ' (quick subset of layers)'}")
 
 
-def digits_run(quick: bool, ell: int, f: int) -> None:
+def digits_run(quick: bool, ell: int, f: int, n_images: int = 16) -> None:
     layers = train_digits_cnn(seed=0, epochs=3 if quick else 8)
     net = quantise(layers, f, (1, 8, 8))
-    images = digits_data(0)[2][: 2 if quick else 16]
+    images = digits_data(0)[2][: 2 if quick else n_images]
     res = {s: private_inference(net, images, ProtocolConfig(system=s, ell=ell), seed=1)
            for s in ("jaguar", "cheetah")}
     print(f"\n3. Digits CNN, {len(images)} images, two processes over loopback TCP "
@@ -243,6 +243,7 @@ def main() -> None:
     ap.add_argument("--elements", type=int, default=1_000_000)
     ap.add_argument("--chunk", type=int, default=100_000)
     ap.add_argument("--skip-digits", action="store_true")
+    ap.add_argument("--digits-images", type=int, default=16)
     ap.add_argument("--nonlinear", default=None,
                     help="reuse the nonlinear measurements of an earlier run's --json")
     ap.add_argument("--json", default="runs/jaguar_e2e.json")
@@ -270,7 +271,7 @@ def main() -> None:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({"nonlinear": nonlin, "estimates": rows}))
     if not args.skip_digits:
-        digits_run(args.quick, ell, f)
+        digits_run(args.quick, ell, f, args.digits_images)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,11 @@ def run_build(args) -> dict:  # type: ignore[no-untyped-def]
             key = (e.c, e.h, e.c_out, e.kernel, e.stride, e.pad, e.groups)
             distinct.setdefault(key, (layer, []))[1].append((net, layer.name, layer.count))
     order = sorted(distinct, key=lambda k: op_count(distinct[k][0], jp, cp).spa("online"))
+    if args.skip:
+        done = {tuple(rec["key"]) for path in args.skip for rec in
+                json.loads(Path(path).read_text())["layers"]}
+        order = [k for k in order if k not in done]
+        print(f"skipping {len(done)} layers measured in {', '.join(args.skip)}")
     if args.part:
         i, n_parts = (int(v) for v in args.part.split("/"))
         order = order[i - 1 :: n_parts]  # round-robin over the cost order: similar work per part
@@ -231,6 +236,8 @@ def network_totals(result: dict, net: str, mode: str, part: str = "server",
 
 
 def _summary(result: dict) -> None:
+    from trustlab.methods.jaguar.matched import NETWORKS as NETWORKS_ALL
+
     print(f"\nNetwork totals, build {result['build']} (layers weighted by occurrences; "
           "Cheetah / Jaguar, > 1: SPA-Conv faster; 95% bootstrap interval over repeats):")
     for net in result["networks"]:
@@ -240,10 +247,14 @@ def _summary(result: dict) -> None:
                 if t is None:
                     continue
                 claim = "above 2" if t["ci"][0] > 2 else "not above 2"
+                n_net = len({(x.effective().c, x.effective().h, x.effective().c_out,
+                              x.effective().kernel, x.effective().stride, x.effective().pad,
+                              x.groups) for x in NETWORKS_ALL[net]})
+                cover = (f"all {n_net} distinct layers" if t["layers"] == n_net else
+                         f"ONLY {t['layers']} of {n_net} distinct layers: not a network total")
                 print(f"  {net:<12}{mode:<11}{part:<14} SPA {t['jaguar_s']:8.2f} s  NTT "
                       f"{t['cheetah_s']:8.2f} s  ratio {t['ratio']:5.2f}x  [{t['ci'][0]:.2f}, "
-                      f"{t['ci'][1]:.2f}]  ({claim}; {t['layers']} layers"
-                      f"{', a subset of the network' if result['quick'] else ''})")
+                      f"{t['ci'][1]:.2f}]  ({claim}; {cover})")
         t = network_totals(result, net, "online")
         if t:
             print(f"  {net:<12}linear bytes: Jaguar {t['bytes_jaguar'] / 2**20:.1f} MiB, "
@@ -262,6 +273,8 @@ def main() -> None:
                     "merge their JSON files with --merge)")
     ap.add_argument("--merge", nargs="+", default=None,
                     help="merge the JSON files of --part runs of one build into --json")
+    ap.add_argument("--skip", nargs="+", default=None,
+                    help="JSON files of earlier (interrupted) runs whose layers are not re-timed")
     ap.add_argument("--sample", action="store_true",
                     help="a stratified sample of the distinct layers (documented in the output)")
     ap.add_argument("--json", default="runs/jaguar_linear.json",
@@ -271,15 +284,18 @@ def main() -> None:
         ap.error("--repeats must be >= 5")
     if args.merge:
         parts = [json.loads(Path(p).read_text()) for p in args.merge]
-        merged = {**parts[0], "layers": [rec for p in parts for rec in p["layers"]],
-                  "cpu_minutes": sum(p.get("cpu_minutes", 0.0) for p in parts),
-                  "quick": any(p.get("quick") for p in parts) and not all(
-                      "partial" not in p for p in parts)}
+        seen: set = set()
+        layers = []
+        for part in parts:
+            for rec in part["layers"]:
+                if tuple(rec["key"]) not in seen:
+                    seen.add(tuple(rec["key"]))
+                    layers.append(rec)
+        merged = {**parts[0], "layers": layers, "merged_from": args.merge,
+                  "cpu_minutes": sum(p.get("cpu_minutes", 0.0) for p in parts)}
         merged.pop("partial", None)
-        n_all = len({tuple(rec["key"]) for rec in merged["layers"]})
-        merged["quick"] = any(p.get("partial") for p in parts)
-        print(f"merged {len(parts)} parts: {n_all} distinct layers, "
-              f"{merged['cpu_minutes']:.1f} CPU-min")
+        merged["quick"] = False
+        print(f"merged {len(parts)} parts: {len(layers)} distinct layers")
         _summary(merged)
         Path(args.json).write_text(json.dumps(merged))
         return
