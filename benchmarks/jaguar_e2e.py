@@ -134,7 +134,9 @@ def network_estimates(build: dict, nonlin: dict[str, list[dict]], n_boot: int = 
         if not layers:
             continue
         counts = nonlinear_counts(net)
-        full = len(layers) == len(NETS[net])
+        full = len({tuple(rec["key"]) for rec, _ in layers}) == len(
+            {(x.effective().c, x.effective().h, x.effective().c_out, x.effective().kernel,
+              x.effective().stride, x.effective().pad, x.groups) for x in NETS[net]})
         for mode in ("online", "c1-offline"):
             boot = {"jaguar": np.zeros(n_boot), "cheetah": np.zeros(n_boot)}
             med = {"jaguar": 0.0, "cheetah": 0.0}

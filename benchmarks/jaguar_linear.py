@@ -232,7 +232,8 @@ def network_totals(result: dict, net: str, mode: str, part: str = "server",
     bytes_j = sum(c * rec["ops"]["bytes_jaguar"] for rec, c in rows)
     bytes_c = sum(c * rec["ops"]["bytes_cheetah"] for rec, c in rows)
     return {"jaguar_s": med_j, "cheetah_s": med_c, "ratio": med_c / med_j, "ci": (lo, hi),
-            "bytes_jaguar": bytes_j, "bytes_cheetah": bytes_c, "layers": len(rows)}
+            "bytes_jaguar": bytes_j, "bytes_cheetah": bytes_c,
+            "layers": len({tuple(rec["key"]) for rec, _ in rows})}
 
 
 def _summary(result: dict) -> None:
