@@ -151,3 +151,44 @@ def test_bad_objective_inputs_are_named(llama):
         lm.project_to_tokens(llama, torch.zeros(2, 5))
     with pytest.raises(InputError, match="'vectors'"):
         lm.project_to_tokens(llama, torch.full((2, llama.d_model), float("inf")))
+
+
+def test_target_logprob_takes_token_ids_tokenised_in_context(white_box_lm):
+    model = white_box_lm
+    prompts = _prompts(model, 3, seed=82)
+    target = _target(model) if model.spec == "organism:chat-xs" else " " + _target(model)
+    ids = [lm.continuation_ids(model, p, target) for p in prompts]
+    # the in-context ids are what the prompt followed by the target tokenises to
+    for p, t in zip(prompts, ids, strict=True):
+        text = p if isinstance(p, str) else model.format_chat(p)
+        special = isinstance(p, str) or not model.has_chat_template
+        full = model.tokenizer(text + target, add_special_tokens=special)["input_ids"]
+        assert list(full) == model.tokenize([p])[0] + t
+    by_ids = lm.target_logprob(model, prompts, ids)
+    want = torch.stack(
+        [lm.target_logprob(model, [p], [t])[0] for p, t in zip(prompts, ids, strict=True)]
+    )
+    torch.testing.assert_close(by_ids, want, atol=1e-5, rtol=1e-5)
+    if all(t == ids[0] for t in ids):  # one id list for every row gives the same
+        torch.testing.assert_close(lm.target_logprob(model, prompts, ids[0]), by_ids)
+    # where the in-context ids equal the text's own tokens, ids and text agree
+    alone = model.tokenizer(target, add_special_tokens=False)["input_ids"]
+    same = [i for i, t in enumerate(ids) if t == list(alone)]
+    if same:
+        torch.testing.assert_close(
+            lm.target_logprob(model, [prompts[i] for i in same], target),
+            by_ids[same],
+            atol=1e-5,
+            rtol=1e-5,
+        )
+
+
+def test_bad_token_id_targets_are_named(llama):
+    with pytest.raises(InputError, match="'target'"):
+        lm.target_logprob(llama, ["hello", "sky"], [[1, 2]])  # one list for two prompts
+    with pytest.raises(InputError, match="'target'"):
+        lm.target_logprob(llama, ["hello"], [10**7])
+    with pytest.raises(InputError, match="'text'"):
+        lm.continuation_ids(llama, "hello", "")
+    with pytest.raises(InputError, match="'prompt'"):
+        lm.continuation_ids(llama, 3, "world")

@@ -119,6 +119,7 @@ from trustlab.lm.model import (
 from trustlab.lm.objectives import (
     TokenGradients,
     TokenProjection,
+    continuation_ids,
     project_to_tokens,
     target_logprob,
     token_gradients,
@@ -195,6 +196,7 @@ __all__ = [
     "capture",
     "chat_model",
     "clamp_projection",
+    "continuation_ids",
     "cosine_similarity_matrix",
     "diff_in_means",
     "direct_logit_attribution",

@@ -15,6 +15,9 @@
   tokens at chosen positions, ``[B, P, vocab]``. Its entry ``(b, p, v)`` is the first-order
   change of ``log P(target)`` when token ``p`` of row ``b`` is replaced by ``v``
   (``grad_e · (W_E[v] - W_E[current])`` up to a constant per position): large is better.
+* :func:`continuation_ids` — the token ids a text adds when it follows a prompt, tokenised in
+  context (a reply format such as ``<tool_call>`` may tokenise differently on its own); pass
+  them to :func:`target_logprob` as the target.
 * :func:`project_to_tokens` — the nearest vocabulary token of each continuous vector (cosine or
   L2 over the input embedding matrix, as PEZ / hard-prompt projection does), with how far the
   projection moved each vector (cosine similarity, L2 distance, relative L2).
@@ -37,6 +40,7 @@ __all__ = [
     "TokenGradients",
     "TokenProjection",
     "as_batch",
+    "continuation_ids",
     "project_to_tokens",
     "target_logprob",
     "token_gradients",
@@ -84,7 +88,52 @@ def as_batch(lm: LanguageModel, prompt: PromptLike, name: str = "prompt") -> Bat
     return lm.encode(list(prompt))  # strings or conversations
 
 
-def _target_ids(lm: LanguageModel, target: str | Sequence[str], n: int) -> list[list[int]]:
+def continuation_ids(lm: LanguageModel, prompt: Prompt, text: str) -> list[int]:
+    """The token ids ``text`` adds when it directly follows ``prompt`` (rendered as
+    :meth:`LanguageModel.tokenize` renders it: conversations through the chat format).
+
+    Tokenised in context: ``tokens(prompt + text)`` minus ``tokens(prompt)``. A text whose first
+    token merges with the prompt's last one (so no clean boundary exists) is an error.
+    """
+    if not isinstance(text, str) or not text:
+        raise InputError(f"'text' must be a non-empty string. Got {text!r:.60}.")
+    if isinstance(prompt, str):
+        rendered, special = prompt, True
+    elif isinstance(prompt, Sequence):
+        rendered, special = lm.format_chat(prompt), not lm.has_chat_template
+    else:
+        raise InputError(
+            f"'prompt' must be a string or a conversation. Got {type(prompt).__name__}."
+        )
+    head = list(lm.tokenizer(rendered, add_special_tokens=special)["input_ids"])
+    full = list(lm.tokenizer(rendered + text, add_special_tokens=special)["input_ids"])
+    if full[: len(head)] != head or len(full) == len(head):
+        raise InputError(
+            f"{text!r:.40} does not tokenise as a continuation of the prompt: its first token "
+            "merges with the prompt's last one. Give the text with the separator it follows."
+        )
+    return full[len(head) :]
+
+
+def _target_ids(
+    lm: LanguageModel, target: str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]], n: int
+) -> list[list[int]]:
+    """One list of target ids per row, from text (tokenised on its own) or from token ids."""
+    if isinstance(target, torch.Tensor) and _is_ids(target):
+        target = target.tolist()
+    if _is_ids(target):
+        return [lm._check_ids(list(target), "target").tolist()] * n  # type: ignore[arg-type]
+    if (
+        isinstance(target, Sequence)
+        and not isinstance(target, str)
+        and len(target) > 0
+        and all(_is_ids(t) for t in target)
+    ):
+        if len(target) != n:
+            raise InputError(
+                f"'target' must give one token list per prompt ({n}). Got {len(target)}."
+            )
+        return [lm._check_ids(list(t), "target").tolist() for t in target]  # type: ignore[arg-type]
     if isinstance(target, str):
         texts = [target] * n
     elif isinstance(target, Sequence) and not isinstance(target, bytes):
@@ -100,6 +149,17 @@ def _target_ids(lm: LanguageModel, target: str | Sequence[str], n: int) -> list[
     if empty:
         raise InputError(f"Every 'target' must encode to at least one token. Got {empty[0]!r}.")
     return ids
+
+
+def _is_ids(value: object) -> bool:
+    """A non-empty list/tuple/1-D tensor of ints (token ids), not a list of strings."""
+    if isinstance(value, torch.Tensor):
+        return value.dim() == 1 and value.numel() > 0 and not value.is_floating_point()
+    return (
+        isinstance(value, list | tuple)
+        and len(value) > 0
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in value)
+    )
 
 
 def _with_targets(lm: LanguageModel, batch: Batch, targets: list[list[int]]) -> Batch:
@@ -145,7 +205,7 @@ def _needs_grad(batch: Batch) -> bool:
 def target_logprob(
     lm: LanguageModel,
     prompt: PromptLike,
-    target: str | Sequence[str],
+    target: str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]],
     *,
     per_token: bool = False,
 ) -> torch.Tensor | list[torch.Tensor]:
@@ -155,7 +215,8 @@ def target_logprob(
     ``lm.encode(prompts, soft=...)``), token ids, or prompt strings / conversations (as in
     :meth:`LanguageModel.tokenize`). ``target``: one text for every row, or one per row; it is
     tokenized on its own (no special tokens) and appended right after each prompt's last real
-    position. When the prompt's vectors require grad (and grad mode is on), the result is
+    position. Token ids (one list for every row, or one list per row, e.g. from
+    :func:`continuation_ids`) are appended as they are. When the prompt's vectors require grad (and grad mode is on), the result is
     differentiable with respect to them; the model's weights are kept out of the graph.
     Active interventions apply. ``per_token=True`` gives one tensor of token log-probs per row.
     """
