@@ -31,6 +31,14 @@ from trustlab.lm.activations import (
     token_activations,
 )
 from trustlab.lm.adapters import ADAPTERS, FamilyAdapter, site_name
+from trustlab.lm.agent import (
+    AgentCall,
+    Episode,
+    Tool,
+    ToolResult,
+    run_agent,
+    tools_system_prompt,
+)
 from trustlab.lm.attribution import (
     LogitAttribution,
     NormSplit,
@@ -144,6 +152,7 @@ __all__ = [
     "STRONGREJECT_TEMPLATE",
     "AblateDirection",
     "AddVector",
+    "AgentCall",
     "Batch",
     "CallableJudge",
     "Capture",
@@ -154,6 +163,7 @@ __all__ = [
     "Conversation",
     "Decoding",
     "DirectionChoice",
+    "Episode",
     "Evaluation",
     "ExactMatchJudge",
     "FamilyAdapter",
@@ -187,6 +197,8 @@ __all__ = [
     "TokenActivations",
     "TokenGradients",
     "TokenProjection",
+    "Tool",
+    "ToolResult",
     "Transform",
     "Verdict",
     "ablate_direction",
@@ -233,6 +245,7 @@ __all__ = [
     "registered_schemes",
     "replace_activation",
     "row_additions",
+    "run_agent",
     "select_direction",
     "sequence_logprobs",
     "site_name",
@@ -240,6 +253,7 @@ __all__ = [
     "target_logprob",
     "token_activations",
     "token_gradients",
+    "tools_system_prompt",
     "total_variation",
     "unembed",
 ]
