@@ -90,7 +90,8 @@ def test_report_metric_accepts_scalars_only(name, value):
 @given(st.text(max_size=50), st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5),
                                              max_size=4))
 def test_atomic_writes_round_trip(tmp_path, text, obj):
-    assert write_text_atomic(tmp_path / "a.txt", text).read_text(encoding="utf-8") == text
+    # bytes, not read_text: universal-newline reading would turn a written "\r" into "\n"
+    assert write_text_atomic(tmp_path / "a.txt", text).read_bytes().decode("utf-8") == text
     assert json.loads(write_json_atomic(tmp_path / "a.json", obj).read_text()) == obj
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "a.txt"]  # no temp files
 

@@ -51,7 +51,8 @@ _UMASK = _read_umask()
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    with atomic_write(path, "w") as handle:
+    """Write ``text`` byte-exactly (UTF-8, no newline translation on any platform)."""
+    with atomic_write(path, "w", newline="") as handle:
         handle.write(text)
     return Path(path)
 
