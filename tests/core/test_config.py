@@ -4,7 +4,7 @@ from typing import ClassVar, Literal
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from trustlab.core import ConfigError, ExperimentConfig, resolve_config
 from trustlab.core.config import parse_overrides
@@ -58,6 +58,25 @@ def test_bad_overrides_are_one_line_config_errors(override, fragment):
         resolve_config(ToyConfig, overrides=[override], method_id="toy")
     message = str(info.value)
     assert fragment in message and "\n" not in message
+
+
+class CrossConfig(ExperimentConfig):
+    low: float = Field(0.0, description="lower end")
+    high: float = Field(1.0, description="upper end")
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.low >= self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        return self
+
+
+def test_cross_field_error_names_the_problem_not_an_empty_parameter():
+    with pytest.raises(ConfigError) as info:
+        resolve_config(CrossConfig, overrides=["low=2"], method_id="toy")
+    message = str(info.value)
+    assert "''" not in message and "Value error" not in message
+    assert message == "The config of toy is invalid: low (2.0) must be below high (1.0)."
 
 
 def test_unknown_key_lists_valid_keys():

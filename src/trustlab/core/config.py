@@ -232,7 +232,10 @@ def _describe_validation_error(
     more = f" ({len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
     got = err.get("input")
     got_text = f" Got {got!r}." if not isinstance(got, dict) else ""
-    return f"The '{loc}' parameter{owner} is invalid: {err['msg']}.{got_text}{more}"
+    msg = str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if not loc:  # a model-level (cross-field) validator: no single parameter to name
+        return f"The config{owner} is invalid: {msg.rstrip('.')}.{more}"
+    return f"The '{loc}' parameter{owner} is invalid: {msg.rstrip('.')}.{got_text}{more}"
 
 
 def config_reference(config_cls: type[ExperimentConfig]) -> str:
