@@ -80,7 +80,7 @@ def _relax(lo: NDArray[np.float64], hi: NDArray[np.float64]):
     unstable = ~(active | inactive)
     denom = np.where(unstable, hi - lo, 1.0)
     a_u = np.where(active, 1.0, np.where(unstable, hi / denom, 0.0))
-    c_u = np.where(unstable, -lo * hi / denom, 0.0)
+    c_u = np.where(unstable, -lo * a_u, 0.0)  # = -lo*hi/(hi-lo); hi/(hi-lo) in [0,1] cannot overflow
     a_l = np.where(active, 1.0, np.where(unstable, (hi >= -lo).astype(float), 0.0))
     return a_l, a_u, c_u
 
