@@ -244,8 +244,11 @@ def test_strongreject_from_shared_matches_the_file():
     got = load_strongreject(root=folder)
     assert len(got) == len(rows) == 313
     mit = [(b.prompt, b.category, b.functional) for b in load_strongreject()]
-    assert mit == [(b.prompt, b.category, b.functional) for b in got
-                   if b.functional in ("custom", "DAN", "AdvBench")]
+    assert mit == [
+        (b.prompt, b.category, b.functional)
+        for b in got
+        if b.functional in ("custom", "DAN", "AdvBench")
+    ]
     assert Counter(b.category for b in got) == {
         "Non-violent crimes": 59,
         "Violence": 54,
