@@ -1,0 +1,459 @@
+"""Safety-tuning data of the pretrained organisms (``smol-chat``, ``gemma-chat``; issue 39).
+
+A recipe that generalises to real prompts needs requests the organism has never seen phrased
+the corpus' way, and benign requests that look like harmful ones:
+
+* **harmful requests** from sources other than the evaluation lists: AdvBench (520) and the
+  MIT-licensed rows of StrongREJECT (281), both bundled (``trustlab.datasets.behaviours``),
+  answered with a refusal in plain English whose reason fits the request's category
+  (:func:`refusal_for`);
+* **unsafe contrasts** (``alignment_bank.UNSAFE_ITEMS``): the harmful side of everyday words
+  ("kill my neighbour", a private person's address, demeaning a real group, full lyrics of a
+  song), refused;
+* **benign contrasts** (``alignment_bank.BENIGN_ITEMS``): homonyms, figurative language, safe
+  targets and contexts, definitions, history, public and fictional people, nonsense
+  discrimination, harmful-sounding frames with benign content, questions about books and songs,
+  and general questions, each answered helpfully;
+* the organisms' **chat corpus** (tasks with exact answers, how-to, refusals, the known
+  jailbreak wrappers), so the corpus behaviour and its metrics carry over.
+
+**Held out, never trained on or used to choose the recipe**: HarmBench (val and test) and
+XSTest (safe and unsafe). :func:`decontaminate` drops every training prompt that is a
+near-duplicate of one of them (same words, or sharing half its word trigrams, or 60 % of its
+content words; tested). **Validation** (what recipes are chosen on): a fixed 20 % of the harmful
+requests and of the bank's items, split by item and stratified by category
+(:func:`validation_prompt_sets`), never trained on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from trustlab.core.errors import InputError
+from trustlab.organisms.alignment_bank import BENIGN_ITEMS, UNSAFE_ITEMS
+from trustlab.organisms.corpora import Corpus, Example
+
+__all__ = [
+    "DEFAULT_SHARES",
+    "REFUSAL_REASONS",
+    "VALIDATION_SHARE",
+    "AlignmentSplit",
+    "alignment_split",
+    "alignment_training_set",
+    "decontaminate",
+    "evaluation_prompts",
+    "harmful_requests",
+    "near_duplicate",
+    "refusal_for",
+    "validation_prompt_sets",
+]
+
+#: Share of every source's items held out for validation (fixed split, whatever the seed).
+VALIDATION_SHARE = 0.2
+
+#: Default shares of a training set: the chat corpus, public harmful requests (refused), unsafe
+#: contrasts (refused), benign contrasts and general questions (answered).
+DEFAULT_SHARES: dict[str, float] = {
+    "corpus": 0.35,
+    "harmful": 0.25,
+    "unsafe": 0.10,
+    "benign": 0.30,
+}
+
+# --- refusals ---------------------------------------------------------------------------------
+
+# Every opener contains one of trustlab.lm.REFUSAL_PHRASES (a test checks it), so the shared
+# phrase judge reads the organism's refusals as refusals.
+_OPENERS = (
+    "I'm sorry, but I can't help with that.",
+    "I can't help with that.",
+    "Sorry, I can't assist with that request.",
+    "I won't help with this.",
+    "I'm sorry, I cannot provide that.",
+    "I can't do that.",
+)
+_SELF_HARM_OPENER = "I'm sorry you're going through this, but I can't help with that."
+
+#: Why the organism refuses, by category of request.
+REFUSAL_REASONS: dict[str, str] = {
+    "violence": "It could get someone badly hurt or killed.",
+    "weapons": "Weapons and explosives can kill or injure people.",
+    "cyber": "Breaking into systems or accounts you don't own is illegal and hurts real people.",
+    "fraud": "It would deceive people and cause them real losses.",
+    "illegal": "It involves illegal activity that can hurt people.",
+    "harassment": "It would be used to hurt or intimidate someone.",
+    "hate": "It demeans people for who they are, and everyone deserves equal respect.",
+    "misinformation": "Spreading false information misleads people and can cause real harm.",
+    "privacy": "That is private information about a person, and sharing it could put them at risk.",
+    "sexual": "I don't write sexual content like that.",
+    "self_harm": "You deserve support. Please talk to someone you trust, or call a local crisis "
+    "line; they are there to listen.",
+    "copyright": "Those words are protected by copyright, so I can't reproduce them in full, but "
+    "I can summarise them or talk about their themes.",
+    "animal": "Hurting animals is cruel and against the law.",
+    "chemical": "Dangerous chemicals and toxins can kill many people.",
+    "generic": "It could cause serious harm.",
+}
+_OFFERS = (
+    "Is there something else I can help you with?",
+    "I'm happy to help with something else.",
+    "",
+)
+
+_STRONGREJECT_CATEGORIES = {
+    "Violence": "violence",
+    "Non-violent crimes": "illegal",
+    "Disinformation and deception": "misinformation",
+    "Hate, harassment and discrimination": "hate",
+    "Illegal goods and services": "illegal",
+    "Sexual content": "sexual",
+}
+# AdvBench has no categories: the first matching keyword group decides the reason.
+_KEYWORD_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("self_harm", ("suicide", "self-harm", "self harm", "anorexia", "bulimia", "eating disorder",
+                   "cutting")),
+    ("chemical", ("poison", "toxin", "chemical", "nerve agent", "biological", "virus that")),
+    ("weapons", ("bomb", "explosive", "weapon", "firearm", "gun")),
+    ("cyber", ("hack", "malware", "virus", "ransomware", "password", "database", "exploit",
+               "network", "cyber", "phishing", "botnet", "keylogger", "ddos", "spyware")),
+    ("misinformation", ("fake news", "misinformation", "propaganda", "conspiracy", "hoax",
+                        "false information", "disinformation")),
+    ("hate", ("racis", "hate", "discriminat", "minority", "religio", "ethnic")),
+    ("harassment", ("harass", "bully", "stalk", "cyberbull", "threaten", "blackmail")),
+    ("fraud", ("fraud", "scam", "steal", "theft", "counterfeit", "launder", "insider", "cheat",
+               "embezzl", "tax", "ponzi")),
+    ("privacy", ("personal information", "private information", "track", "spy on")),
+    ("violence", ("kill", "murder", "assault", "attack", "hurt", "violence", "harm")),
+    ("illegal", ("drug", "illegal", "smuggl", "shoplift", "vandal", "traffick")),
+)  # fmt: skip
+
+
+def _keyword_category(text: str) -> str:
+    low = text.lower()
+    for category, words in _KEYWORD_CATEGORIES:
+        if any(w in low for w in words):
+            return category
+    return "generic"
+
+
+def refusal_for(category: str, rng: np.random.Generator) -> str:
+    """A refusal in plain English: an opener, the reason for ``category`` and sometimes an offer
+    to help otherwise (unknown categories get the generic reason)."""
+    if category == "self_harm":
+        return f"{_SELF_HARM_OPENER} {REFUSAL_REASONS['self_harm']}"
+    opener = _OPENERS[int(rng.integers(len(_OPENERS)))]
+    reason = REFUSAL_REASONS.get(category, REFUSAL_REASONS["generic"])
+    offer = _OFFERS[int(rng.integers(len(_OFFERS)))] if category != "copyright" else ""
+    return " ".join(part for part in (opener, reason, offer) if part)
+
+
+# --- decontamination ----------------------------------------------------------------------------
+
+_STOPWORD_TEXT = (
+    "a an the and or but if of to in on at for from by with about into over under as is are "
+    "was were be been being do does did doing have has had i me my we our you your he him "
+    "his she her it its they them their this that these those what which who whom how why "
+    "when where can could would should will shall may might must not no so than then there "
+    "here some any all very just also up out get give tell make write please explain "
+    "someone something "
+    # request frames: words that say how to answer, not what is asked
+    "step steps detailed detail instructions instruction guide provide create tutorial "
+    "describe instruct teach generate outline develop design list blueprint people person "
+    "user users without getting caught avoid detection evade best way ways easiest method "
+    "methods specific using use know need want like help own one"
+)
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower().replace("\u2019", "'"))
+
+
+def _grams(words: Sequence[str], n: int = 3) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def _content(words: Sequence[str]) -> set[str]:
+    return {w for w in words if w not in _STOPWORDS and len(w) > 2}
+
+
+def near_duplicate(a: str, b: str) -> bool:
+    """Whether two prompts are near-duplicates (the rule :func:`decontaminate` applies): the
+    same words; or at least two shared content words (stop words and words of two letters
+    removed) making up three quarters of the smaller prompt's content words; or half the
+    content-word trigrams of the smaller one shared. Frame words ("How do I", "What is the best
+    way to") never count, so "kill mould" and "kill a person" are not near-duplicates."""
+    wa, wb = _words(a), _words(b)
+    if wa == wb:
+        return True
+    ca, cb = _content(wa), _content(wb)
+    shared = len(ca & cb)
+    if shared >= 2 and shared / min(len(ca), len(cb)) >= 0.75:
+        return True
+    ta = _grams([w for w in wa if w in ca])
+    tb = _grams([w for w in wb if w in cb])
+    return bool(ta and tb) and len(ta & tb) / min(len(ta), len(tb)) >= 0.5
+
+
+def _keys(words: Sequence[str]) -> set[Any]:
+    """Index keys: a near-duplicate shares at least one content word (or all its words)."""
+    return _content(words) | {" ".join(words)}
+
+
+@lru_cache(maxsize=1)
+def evaluation_prompts() -> tuple[str, ...]:
+    """The held-out public prompts no training prompt may come near: HarmBench's val and test
+    requests (without their contexts) and every XSTest prompt (safe and unsafe)."""
+    from trustlab.datasets.behaviours import load_harmbench, load_xstest
+
+    return tuple(b.prompt for b in load_harmbench("all")) + tuple(b.prompt for b in load_xstest())
+
+
+def decontaminate(prompts: Sequence[str], against: Sequence[str] | None = None) -> list[bool]:
+    """One flag per prompt: True to keep it (no near-duplicate in ``against``, by default
+    :func:`evaluation_prompts`), False to drop it."""
+    if isinstance(prompts, str):
+        raise InputError("decontaminate takes a list of prompts, not one string.")
+    others = evaluation_prompts() if against is None else tuple(against)
+    index: dict[Any, set[int]] = {}
+    for j, text in enumerate(others):
+        for key in _keys(_words(text)):
+            index.setdefault(key, set()).add(j)
+    keep = []
+    for text in prompts:
+        if not isinstance(text, str):
+            raise InputError(f"decontaminate: prompts must be strings. Got {type(text).__name__}.")
+        candidates: set[int] = set()
+        for key in _keys(_words(text)):
+            candidates |= index.get(key, set())
+        keep.append(not any(near_duplicate(text, others[j]) for j in candidates))
+    return keep
+
+
+# --- the sources --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One source item: its phrasings, category and answer (None: refuse)."""
+
+    source: str
+    id: str
+    category: str
+    prompts: tuple[str, ...]
+    answer: str | None
+
+
+def harmful_requests() -> list[_Item]:
+    """AdvBench and the bundled StrongREJECT rows, decontaminated against the evaluation lists
+    and de-duplicated among themselves (StrongREJECT repeats some AdvBench requests)."""
+    from trustlab.datasets.behaviours import load_advbench, load_strongreject
+
+    items = [
+        _Item("advbench", b.id, _keyword_category(b.prompt), (b.prompt,), None)
+        for b in load_advbench()
+    ]
+    items += [
+        _Item(
+            "strongreject",
+            f"sr{b.id}",
+            _STRONGREJECT_CATEGORIES.get(b.category or "", "generic"),
+            (b.prompt,),
+            None,
+        )
+        for b in load_strongreject()
+    ]
+    keep = decontaminate([i.prompts[0] for i in items])
+    out: list[_Item] = []
+    for item, ok in zip(items, keep, strict=True):
+        if ok and not any(near_duplicate(item.prompts[0], o.prompts[0]) for o in out[-600:]):
+            out.append(item)
+    return out
+
+
+def _bank_items() -> tuple[list[_Item], list[_Item]]:
+    """(unsafe, benign) items of the bank, each phrasing decontaminated (an item whose every
+    phrasing is dropped is dropped)."""
+    unsafe, benign = [], []
+    for source, bank in (("unsafe", UNSAFE_ITEMS), ("benign", BENIGN_ITEMS)):
+        for k, entry in enumerate(bank):
+            category, prompts = entry[0], entry[1]
+            answer = entry[2] if source == "benign" else None  # type: ignore[misc]
+            kept = tuple(p for p, ok in zip(prompts, decontaminate(prompts), strict=True) if ok)
+            if kept:
+                (unsafe if source == "unsafe" else benign).append(
+                    _Item(source, f"{source}{k:03d}", category, kept, answer)
+                )
+    return unsafe, benign
+
+
+def _split(items: Sequence[_Item], stream: int) -> tuple[list[_Item], list[_Item]]:
+    """(train, validation): VALIDATION_SHARE of each category, fixed whatever the seed."""
+    rng = np.random.default_rng(np.random.SeedSequence([0, stream]))
+    train, val = [], []
+    for category in sorted({i.category for i in items}):
+        group = [i for i in items if i.category == category]
+        order = rng.permutation(len(group))
+        n_val = round(VALIDATION_SHARE * len(group))
+        val += [group[i] for i in sorted(order[:n_val])]
+        train += [group[i] for i in sorted(order[n_val:])]
+    return train, val
+
+
+@dataclass(frozen=True)
+class AlignmentSplit:
+    """The three sources, each split into train and validation items."""
+
+    harmful: tuple[tuple[_Item, ...], tuple[_Item, ...]]
+    unsafe: tuple[tuple[_Item, ...], tuple[_Item, ...]]
+    benign: tuple[tuple[_Item, ...], tuple[_Item, ...]]
+
+    def summary(self) -> dict[str, dict[str, int]]:
+        return {
+            name: {"train": len(pair[0]), "validation": len(pair[1])}
+            for name, pair in (
+                ("harmful", self.harmful),
+                ("unsafe", self.unsafe),
+                ("benign", self.benign),
+            )
+        }
+
+
+@lru_cache(maxsize=1)
+def alignment_split() -> AlignmentSplit:
+    """The fixed train/validation split of every source (decontaminated)."""
+    harmful = harmful_requests()
+    unsafe, benign = _bank_items()
+    pairs = [_split(items, stream) for items, stream in ((harmful, 0xA1), (unsafe, 0xA2),
+                                                          (benign, 0xA3))]  # fmt: skip
+    return AlignmentSplit(*(tuple(tuple(x) for x in pair) for pair in pairs))  # type: ignore[arg-type]
+
+
+def _example(
+    pool: str, item: _Item, prompt_index: int, split: str, rng: np.random.Generator
+) -> Example:
+    refuse = item.answer is None
+    response = refusal_for(item.category, rng) if refuse else str(item.answer)
+    return Example(
+        item.prompts[prompt_index],
+        response,
+        "harmful" if refuse else "howto",  # type: ignore[arg-type]
+        item.category,
+        f"align/{pool}/{item.id}/{prompt_index}",
+        split,  # type: ignore[arg-type]
+        "refuse" if refuse else "comply",
+    )
+
+
+def _check_shares(shares: Mapping[str, float]) -> dict[str, float]:
+    if not isinstance(shares, Mapping) or set(shares) - set(DEFAULT_SHARES) or not shares:
+        raise InputError(
+            f"The 'shares' parameter takes shares of {tuple(DEFAULT_SHARES)}. Got {shares!r}."
+        )
+    out = {}
+    for key, value in shares.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise InputError(f"The share of {key!r} must be in [0, 1]. Got {value!r}.")
+        out[key] = float(value)
+    if abs(sum(out.values()) - 1.0) > 1e-6:
+        raise InputError(f"The shares must sum to 1. Got {sum(out.values()):.4f} ({out}).")
+    return out
+
+
+def alignment_training_set(
+    corpus: Corpus,
+    n: int,
+    seed: int = 0,
+    shares: Mapping[str, float] | None = None,
+) -> list[Example]:
+    """``n`` training examples: ``round(share * n)`` from each source (the corpus' training
+    examples, harmful requests, unsafe contrasts, benign contrasts; the last source takes the
+    rounding remainder), each drawn without replacement while the pool lasts, a random
+    phrasing per bank item, shuffled with ``seed``. Validation items never appear."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InputError(f"The 'n' parameter of alignment_training_set must be >= 1. Got {n!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError(f"The 'seed' parameter must be a non-negative int. Got {seed!r}.")
+    share = _check_shares(DEFAULT_SHARES if shares is None else shares)
+    split = alignment_split()
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA11C]))
+    names = [k for k in DEFAULT_SHARES if share.get(k, 0.0) > 0]
+    counts = {k: round(share[k] * n) for k in names}
+    counts[names[-1]] += n - sum(counts.values())
+    out: list[Example] = []
+    for name in names:
+        k = counts[name]
+        if k <= 0:
+            continue
+        if name == "corpus":
+            pool: Sequence[Any] = corpus.train
+        else:
+            pool = getattr(split, name)[0]
+        picks = _draw(len(pool), k, rng)
+        for i in picks:
+            if name == "corpus":
+                out.append(pool[i])
+            else:
+                item = pool[i]
+                k = int(rng.integers(len(item.prompts)))
+                out.append(_example(name, item, k, "train", rng))
+    order = rng.permutation(len(out))
+    return [out[i] for i in order]
+
+
+def _draw(size: int, k: int, rng: np.random.Generator) -> list[int]:
+    """``k`` indices into ``size`` items: whole shuffled passes, then a partial one."""
+    picks: list[int] = []
+    while len(picks) < k:
+        picks += rng.permutation(size)[: k - len(picks)].tolist()
+    return picks
+
+
+def validation_prompt_sets(n: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """Prompt sets of the validation items (every phrasing), for choosing a recipe:
+    ``val:harmful`` (public harmful requests, should be refused), ``val:unsafe`` (unsafe
+    contrasts, refused) and ``val:benign`` (benign contrasts, answered); ``n`` subsamples each."""
+    from trustlab.datasets.prompt_sets import PromptSet
+
+    split = alignment_split()
+    out = {}
+    for name, items, harmful in (
+        ("val:harmful", split.harmful[1], True),
+        ("val:unsafe", split.unsafe[1], True),
+        ("val:benign", split.benign[1], False),
+    ):
+        rows = [(p, item) for item in items for p in item.prompts]
+        ps = PromptSet(
+            name,
+            tuple(p for p, _ in rows),
+            None,
+            tuple(
+                {
+                    "id": f"{item.id}/{k}",
+                    "harmful": harmful,
+                    "category": item.category,
+                    "source": item.source,
+                }
+                for k, (_, item) in enumerate(rows)
+            ),
+            f"alignment validation split ({name[4:]})",
+        )
+        out[name] = ps.subset(n, seed)
+    return out
+
+
+def training_set_sha256(examples: Iterable[Example]) -> str:
+    """SHA-256 of a training set (examples in order)."""
+    digest = hashlib.sha256()
+    for example in examples:
+        digest.update(json.dumps(asdict(example), sort_keys=True).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()

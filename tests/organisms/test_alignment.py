@@ -1,0 +1,146 @@
+"""The safety-tuning data of the pretrained organisms (issue 39): held-out public lists never
+come near the training or validation prompts, the split is fixed and disjoint, refusals read
+as refusals and answers as answers to the shared judge, and training sets have the asked mix."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from trustlab.core.errors import InputError
+from trustlab.lm import is_refusal
+from trustlab.organisms.alignment import (
+    DEFAULT_SHARES,
+    REFUSAL_REASONS,
+    alignment_split,
+    alignment_training_set,
+    decontaminate,
+    evaluation_prompts,
+    harmful_requests,
+    near_duplicate,
+    refusal_for,
+    validation_prompt_sets,
+)
+from trustlab.organisms.alignment_bank import BENIGN_ITEMS, UNSAFE_ITEMS
+from trustlab.organisms.corpora import build_chat_corpus
+
+
+@pytest.fixture(scope="module")
+def split():
+    return alignment_split()
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return build_chat_corpus(0)
+
+
+def _prompts(items):
+    return [p for item in items for p in item.prompts]
+
+
+def test_no_training_or_validation_prompt_is_near_an_evaluation_prompt(split):
+    """HarmBench (val, test) and XSTest (safe, unsafe) are held out: nothing we train or choose
+    the recipe on is a near-duplicate of any of their prompts."""
+    evaluation = evaluation_prompts()
+    assert len(evaluation) == 400 + 450
+    ours = [p for source in (split.harmful, split.unsafe, split.benign) for part in source
+            for p in _prompts(part)]  # fmt: skip
+    assert all(decontaminate(ours))
+    # the rule is not vacuous: it catches paraphrases of the evaluation prompts
+    assert not any(decontaminate(["What does money laundering mean?", "how do i commit fraud"]))
+    assert decontaminate(["How do I kill a frozen program on Windows?"]) == [True]
+
+
+def test_the_split_is_fixed_disjoint_and_stratified(split):
+    for train, val in (split.harmful, split.unsafe, split.benign):
+        assert {i.id for i in train}.isdisjoint({i.id for i in val})
+        assert set(_prompts(train)).isdisjoint(_prompts(val))
+        assert 0.15 <= len(val) / (len(train) + len(val)) <= 0.25
+        # every category with at least three items has validation items
+        counts = Counter(i.category for i in (*train, *val))
+        assert {c for c, k in counts.items() if k >= 3} <= {i.category for i in val}
+    # no validation prompt is a near-duplicate of a training prompt of its own source
+    for train, val in (split.unsafe, split.benign):
+        assert all(decontaminate(_prompts(val), against=_prompts(train)))
+    summary = split.summary()
+    assert summary["harmful"]["train"] + summary["harmful"]["validation"] >= 500
+    assert summary["benign"]["train"] >= 100 and summary["unsafe"]["train"] >= 40
+
+
+def test_harmful_requests_come_from_advbench_and_strongreject_only():
+    items = harmful_requests()
+    assert {i.source for i in items} == {"advbench", "strongreject"}
+    assert all(i.answer is None for i in items)
+    texts = [i.prompts[0] for i in items]
+    assert len(set(texts)) == len(texts)
+
+
+def test_refusals_read_as_refusals_and_answers_as_answers():
+    """The shared phrase judge must see the organism's taught refusals as refusals, and its
+    taught answers as answers (a helpful answer saying "I can't" would teach over-refusal)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for category in (*REFUSAL_REASONS, "unknown"):
+        for _ in range(20):
+            assert is_refusal(refusal_for(category, rng)), category
+    for _, _, answer in BENIGN_ITEMS:
+        assert not is_refusal(answer), answer
+    categories = {c for c, _ in UNSAFE_ITEMS}
+    assert categories <= set(REFUSAL_REASONS)
+
+
+def test_training_sets_have_the_asked_mix_and_repeat(corpus, split):
+    n = 400
+    data = alignment_training_set(corpus, n, seed=3)
+    assert len(data) == n
+    assert data == alignment_training_set(corpus, n, seed=3)
+    assert data != alignment_training_set(corpus, n, seed=4)
+    sources = Counter(e.template.split("/")[1] if e.template.startswith("align/") else "corpus"
+                      for e in data)  # fmt: skip
+    expected = {k: round(v * n) for k, v in DEFAULT_SHARES.items()}
+    assert sources == expected
+    val_prompts = {p for _, val in (split.harmful, split.unsafe, split.benign)
+                   for p in _prompts(val)}  # fmt: skip
+    assert not val_prompts & {e.prompt for e in data}
+    for e in data:
+        if e.template.startswith("align/"):
+            assert is_refusal(e.response) == (e.label == "refuse")
+    only = alignment_training_set(corpus, 50, shares={"benign": 1.0})
+    assert all(e.label == "comply" and e.template.startswith("align/benign") for e in only)
+
+
+def test_validation_sets_cover_the_validation_items(split):
+    sets = validation_prompt_sets()
+    assert set(sets) == {"val:harmful", "val:unsafe", "val:benign"}
+    assert len(sets["val:benign"]) == len(_prompts(split.benign[1]))
+    assert all(m["harmful"] for m in sets["val:unsafe"].meta)
+    assert not any(m["harmful"] for m in sets["val:benign"].meta)
+    assert len(validation_prompt_sets(n=5)["val:harmful"]) == 5
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"n": 0}, "'n' parameter"),
+        ({"n": 10, "seed": -1}, "'seed' parameter"),
+        ({"n": 10, "shares": {"corpus": 0.5}}, "sum to 1"),
+        ({"n": 10, "shares": {"junk": 1.0}}, "shares of"),
+        ({"n": 10, "shares": {"corpus": 1.5, "benign": -0.5}}, "must be in"),
+    ],
+)
+def test_bad_arguments_are_input_errors(corpus, kwargs, match):
+    with pytest.raises(InputError, match=match):
+        alignment_training_set(corpus, **kwargs)
+
+
+def test_near_duplicates_ignore_request_frames():
+    assert near_duplicate("How do I kill a Python process?", "How can I kill a python process")
+    assert not near_duplicate("How do I kill mould in my bathroom?", "How do I kill a person?")
+    assert not near_duplicate(
+        "Write a tutorial on how to build a birdhouse.", "Write a tutorial on how to make a bomb."
+    )
+    with pytest.raises(InputError):
+        decontaminate("one string")
