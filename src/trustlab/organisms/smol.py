@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trustlab.core.errors import MissingDependencyError
+from trustlab.core.errors import InputError, MissingDependencyError
 from trustlab.organisms.corpora import Corpus, build_chat_corpus
 from trustlab.organisms.metrics import chat_metrics
 from trustlab.organisms.specs import OrganismSpec
 
-__all__ = ["ENGLISH_SAMPLE", "build_smol", "perplexity", "smollm2_gguf_path"]
+__all__ = ["ENGLISH_SAMPLE", "build_smol", "perplexity", "scale_adapters", "smollm2_gguf_path"]
 
 #: Plain English outside the corpus, for the before/after perplexity.
 ENGLISH_SAMPLE = (
@@ -115,20 +115,38 @@ def _base(spec: OrganismSpec) -> dict[str, Any]:
 
 
 def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str, Any]:
-    """LoRA-tune SmolLM2 on the chat corpus, merge, evaluate before/after, save into ``out``."""
+    """LoRA-tune a pretrained base, merge, evaluate before/after, save into ``out``.
+
+    Without ``spec.alignment`` the training set is the chat corpus; with it, the safety-tuning
+    mix of :mod:`trustlab.organisms.alignment` (public harmful requests, unsafe and benign
+    contrasts, the corpus), and the card adds the validation-split and public-list refusal
+    rates with intervals (per-item verdicts and reply hashes in ``public_lists.json``).
+    """
     for package in ("gguf", "accelerate", "peft"):
         _require(package)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from trustlab.core.runtime import torch_runtime
-    from trustlab.organisms.train import train_lm
 
     assert spec.train is not None and spec.lora is not None
     base = _base(spec)
     gguf = base["gguf"]()
     corpus = build_chat_corpus(spec.seed)
     eval_corpus = _subsample(corpus, 60, spec.seed)  # 60 harmful, 60 jailbreak, 60 benign
+    alignment = dict(spec.alignment or {})
+    if alignment:
+        from trustlab.organisms.alignment import (
+            alignment_split,
+            alignment_training_set,
+            training_set_sha256,
+        )
+
+        data = alignment_training_set(
+            corpus, spec.train.steps * spec.train.batch_size, spec.seed, alignment.get("shares")
+        )
+    else:
+        data = corpus.train
     generator = torch.Generator().manual_seed(spec.seed)
     with torch_runtime(spec.train.threads, deterministic=True):
         if progress is not None:
@@ -155,12 +173,7 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
                 progress(f"LoRA-tuning {spec.name}", step, total)
 
         cpu_start = time.process_time()
-        # LoRA (peft) on the attention and MLP input projections of the upper half of the
-        # layers, A initialised from `generator`, merged into the weights after training.
-        model, stats = train_lm(
-            model, tokenizer, corpus.train, spec.train, generator, progress=on_step,
-            lora=spec.lora,
-        )  # fmt: skip
+        model, stats = _train(model, tokenizer, data, spec, generator, on_step, alignment)
         stats["train_cpu_seconds"] = time.process_time() - cpu_start
         model.eval()
         # The GGUF weights were dequantised to float32 on load; drop the loader's quantisation
@@ -170,6 +183,18 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
             del model.config.quantization_config
         after = chat_metrics(model, tokenizer, eval_corpus)
         after["perplexity_english"] = perplexity(model, tokenizer)
+        extra: dict[str, Any] = {}
+        if alignment:
+            extra = _public_evaluation(model, tokenizer, alignment, progress, spec.name, out)
+            after.update(extra.pop("metrics"))
+            after["perplexity_ratio"] = after["perplexity_english"] / before["perplexity_english"]
+            extra["alignment"] = {
+                "training_set_sha256": training_set_sha256(data),
+                "n_examples": len(data),
+                "shares": alignment.get("shares"),
+                "adapter_scale": alignment.get("adapter_scale", 1.0),
+                "sources": alignment_split().summary(),
+            }
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return {
@@ -182,4 +207,80 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
         "training": stats,
         "metrics": after,
         "metrics_before_tuning": before,
+        **extra,
+    }
+
+
+def _train(model, tokenizer, data, spec, generator, on_step, alignment):
+    """LoRA (peft) on the attention and MLP input projections of the upper half of the layers,
+    A initialised from ``generator``, merged into the weights after training. With an
+    ``alignment``, its ``max_length`` truncates the training sequences (an item whose reply does
+    not survive is dropped) and the adapters are merged scaled by its ``adapter_scale``
+    (1: as trained)."""
+    from trustlab.organisms.train import organism_finetune_config, train_lm
+
+    if not alignment:
+        return train_lm(
+            model, tokenizer, data, spec.train, generator, progress=on_step, lora=spec.lora
+        )
+    from trustlab.finetune import finetune
+
+    config = organism_finetune_config(spec.train, spec.lora)
+    assert config.lora is not None
+    config = config.model_copy(
+        update={
+            "max_length": alignment.get("max_length"),
+            "lora": config.lora.model_copy(update={"merge": False}),
+        }
+    )
+    result = finetune(
+        model, data, config, tokenizer=tokenizer, generator=generator, progress=on_step
+    )
+    scale_adapters(result.model, float(alignment.get("adapter_scale", 1.0)))
+    merged = result.model.merge_and_unload()
+    merged.eval()
+    return merged, result.stats()
+
+
+def scale_adapters(peft_model: Any, scale: float) -> None:
+    """Multiply every LoRA adapter's scaling (``alpha / r``) of a peft model by ``scale``
+    (0: the base model, 1: as trained; between and beyond: the operating points of the
+    over-refusal/refusal trade-off)."""
+    from peft.tuners.lora import LoraLayer
+
+    layers = [m for m in peft_model.modules() if isinstance(m, LoraLayer)]
+    if not layers:
+        raise InputError("scale_adapters needs a peft model with LoRA adapters.")
+    for layer in layers:
+        base = getattr(layer, "_trustlab_base_scaling", None)
+        if base is None:
+            base = dict(layer.scaling)
+            layer._trustlab_base_scaling = base
+        for name, value in base.items():
+            layer.scaling[name] = value * scale
+
+
+def _public_evaluation(model, tokenizer, alignment, progress, name, out) -> dict[str, Any]:
+    """Validation-split and public-list refusal (see :mod:`trustlab.organisms.public_eval`)."""
+    from trustlab.core.io import write_json_atomic
+    from trustlab.organisms.public_eval import public_list_metrics, validation_metrics
+
+    if progress is not None:
+        progress(f"evaluating {name} on the validation split and the public lists", 0, 2)
+    val_metrics, val_rates = validation_metrics(model, tokenizer, n=alignment.get("validation_n"))
+    if progress is not None:
+        progress(f"evaluating {name} on the validation split and the public lists", 1, 2)
+    metrics, rates, items = public_list_metrics(model, tokenizer, n=alignment.get("public_n"))
+    if progress is not None:
+        progress(f"evaluating {name} on the validation split and the public lists", 2, 2)
+    keep = ("prompts", "id", "value", "reply_sha256")
+    write_json_atomic(
+        out / "public_lists.json",
+        {"judge": "refusal (trustlab.lm.REFUSAL_PHRASES)", "max_new_tokens": 48,
+         "items": [{k: row[k] for k in keep} for row in items]},
+    )  # fmt: skip
+    return {
+        "metrics": {**val_metrics, **metrics},
+        "public_lists": rates,
+        "validation": val_rates,
     }

@@ -57,6 +57,10 @@ class OrganismSpec:
     slow: bool = False
     lora: dict[str, Any] | None = None
     base: str = "smollm2"  # pretrained organisms: "smollm2" or "gemma3-270m"
+    # pretrained organisms: the safety-tuning mix and the public-list evaluation of the card
+    # (trustlab.organisms.alignment; docs/organisms.md, "Aligned on real prompts"); None: the
+    # chat corpus alone.
+    alignment: dict[str, Any] | None = None
     n_train: int = 8000
     n_heldout: int = 200
 

@@ -1,0 +1,144 @@
+"""Refusal of a pretrained organism on real prompts: the public lists and the validation split.
+
+The cards of ``smol-chat`` and ``gemma-chat`` record, next to the corpus metrics and the
+perplexity, how often the organism refuses
+
+* ``harmbench_val`` / ``harmbench_test``: HarmBench's text behaviours (80 / 320: standard,
+  copyright and contextual; contextual ones carry their context in the user message) --
+  should be refused;
+* ``xstest_unsafe``: XSTest's 200 unsafe contrast prompts -- should be refused;
+* ``xstest_safe``: XSTest's 250 safe prompts that sound unsafe -- should be *answered*
+  (refusal here is over-refusal);
+
+each with its Clopper-Pearson interval, through the shared evaluation loop
+(:func:`trustlab.lm.evaluate`: greedy, 48 new tokens, the shared phrase judge
+:class:`trustlab.lm.RefusalJudge`). These lists are never trained on or used to choose the recipe
+(:mod:`trustlab.organisms.alignment`); the recipe is chosen on :func:`validation_metrics`.
+Per-item verdicts and reply hashes (never the replies) go to the organism's
+``public_lists.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trustlab.core.errors import InputError
+
+__all__ = [
+    "PUBLIC_LISTS",
+    "evaluate_refusal",
+    "public_list_metrics",
+    "validation_metrics",
+]
+
+#: The public lists of a card: name -> (behaviour list, should the organism refuse?).
+PUBLIC_LISTS: dict[str, tuple[str, bool]] = {
+    "harmbench_val": ("harmbench_val", True),
+    "harmbench_test": ("harmbench_test", True),
+    "xstest_unsafe": ("xstest_unsafe", True),
+    "xstest_safe": ("xstest_safe", False),
+}
+
+MAX_NEW_TOKENS = 48
+
+
+def evaluate_refusal(
+    model: Any,
+    tokenizer: Any,
+    prompt_sets: Mapping[str, Any],
+    *,
+    max_new_tokens: int = MAX_NEW_TOKENS,
+    batch_size: int = 64,
+    keep_text: bool = False,
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """Refusal rate of ``model`` on each prompt set (greedy, the shared phrase judge).
+
+    ``model``: a transformers model with its ``tokenizer``, a :class:`trustlab.lm.LanguageModel`
+    or any :class:`trustlab.lm.ChatModel` (``tokenizer=None``). Returns ``({set name: {"k", "n", "rate", "lower", "upper"}}, items)``; ``items`` hold the
+    per-prompt verdicts and reply hashes (and replies only with ``keep_text``).
+    """
+    from trustlab.lm import Decoding, LanguageModel, RefusalJudge, evaluate
+
+    if not isinstance(prompt_sets, Mapping) or not prompt_sets:
+        raise InputError("evaluate_refusal takes a non-empty dict of prompt sets.")
+    lm = (
+        model
+        if isinstance(model, LanguageModel) or tokenizer is None
+        else LanguageModel(model, tokenizer)
+    )
+    result = evaluate(
+        {"model": lm},
+        dict(prompt_sets),
+        [RefusalJudge()],
+        decoding=Decoding(max_new_tokens=max_new_tokens),
+        batch_size=batch_size,
+        keep_text=keep_text,
+    )
+    rates = {
+        row["prompts"]: {key: row[key] for key in ("k", "n", "rate", "lower", "upper")}
+        for row in result.rates
+    }
+    return rates, list(result.items)
+
+
+def public_list_metrics(
+    model: Any,
+    tokenizer: Any,
+    *,
+    lists: Sequence[str] = tuple(PUBLIC_LISTS),
+    n: int | None = None,
+    seed: int = 0,
+    max_new_tokens: int = MAX_NEW_TOKENS,
+    keep_text: bool = False,
+) -> tuple[dict[str, float], dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """The public-list refusal rates of a card.
+
+    Returns ``(metrics, rates, items)``: ``metrics`` has ``<list>_refusal`` for every list and
+    ``harmbench_refusal`` (val and test pooled) as plain floats (what targets are checked on);
+    ``rates`` the counts with Clopper-Pearson intervals per list (and pooled HarmBench);
+    ``items`` the per-prompt verdicts and reply hashes. ``n`` subsamples every list (seeded).
+    """
+    from trustlab.datasets.prompt_sets import behaviour_prompt_set
+    from trustlab.lm.judges import binomial_rate
+
+    unknown = [name for name in lists if name not in PUBLIC_LISTS]
+    if isinstance(lists, str) or unknown or not lists:
+        raise InputError(f"Public lists are {tuple(PUBLIC_LISTS)}. Got {lists!r}.")
+    sets = {
+        name: behaviour_prompt_set(PUBLIC_LISTS[name][0], n=n, seed=seed, name=name)
+        for name in lists
+    }
+    rates, items = evaluate_refusal(
+        model, tokenizer, sets, max_new_tokens=max_new_tokens, keep_text=keep_text
+    )
+    if "harmbench_val" in rates and "harmbench_test" in rates:
+        flags = [bool(row["value"]) for row in items
+                 if row["prompts"] in ("harmbench_val", "harmbench_test")
+                 and row.get("value") is not None]  # fmt: skip
+        pooled = binomial_rate(flags)
+        rates["harmbench"] = {
+            "k": pooled.k, "n": pooled.n, "rate": pooled.rate, "lower": pooled.lower,
+            "upper": pooled.upper,
+        }  # fmt: skip
+    metrics = {f"{name}_refusal": float(row["rate"]) for name, row in rates.items()}
+    return metrics, rates, items
+
+
+def validation_metrics(
+    model: Any,
+    tokenizer: Any,
+    *,
+    n: int | None = None,
+    seed: int = 0,
+    max_new_tokens: int = MAX_NEW_TOKENS,
+) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+    """Refusal on the alignment validation split (what recipes are chosen on):
+    ``val_harmful_refusal``, ``val_unsafe_refusal`` (both should be high) and
+    ``val_benign_refusal`` (over-refusal; should be low). Returns (metrics, rates)."""
+    from trustlab.organisms.alignment import validation_prompt_sets
+
+    sets = validation_prompt_sets(n=n, seed=seed)
+    rates, _ = evaluate_refusal(model, tokenizer, sets, max_new_tokens=max_new_tokens)
+    metrics = {f"val_{name[4:]}_refusal": float(row["rate"]) for name, row in rates.items()}
+    return metrics, rates
