@@ -16,7 +16,7 @@ import numpy as np
 from trustlab.core.errors import InputError
 from trustlab.core.validation import as_float_array, check_scalar
 
-__all__ = ["as_int_array", "check_int"]
+__all__ = ["as_int_array", "as_ring_array", "check_instance", "check_int", "check_power_of_two"]
 
 
 def check_int(value: Any, name: str, where: str, lo: int | None = None,
@@ -64,3 +64,32 @@ def as_int_array(value: Any, name: str, where: str, *, ndim: int | None = None,
     if arr.size and hi is not None and int(arr.max()) > hi:
         raise InputError(f"The '{name}' parameter of {where} must be <= {hi}. Got {arr.max()}.")
     return arr
+
+
+def check_instance(value: Any, cls: type | tuple[type, ...], name: str, where: str) -> Any:
+    """``value`` if it is a ``cls`` (one of the library's own objects), else an InputError."""
+    if not isinstance(value, cls):
+        want = " or ".join(c.__name__ for c in (cls if isinstance(cls, tuple) else (cls,)))
+        raise InputError(f"The '{name}' parameter of {where} must be a {want}. Got "
+                         f"{type(value).__name__}.")
+    return value
+
+
+def check_power_of_two(value: Any, name: str, where: str, lo: int = 1,
+                       hi: int | None = None) -> int:
+    """An integer power of two in ``[lo, hi]``."""
+    v = check_int(value, name, where, lo=lo, hi=hi)
+    if v & (v - 1):
+        raise InputError(f"The '{name}' parameter of {where} must be a power of two. Got {v}.")
+    return v
+
+
+def as_ring_array(value: Any, name: str, where: str, bits: int, *,
+                  shape: tuple[int, ...] | None = None, allow_empty: bool = True) -> np.ndarray:
+    """Residues mod ``2^bits`` as uint64: whole numbers in ``[0, 2^bits)`` (a share, a message
+    word), never wrapped or truncated silently."""
+    arr = as_int_array(value, name, where, shape=shape, allow_empty=allow_empty, lo=0,
+                       hi=(1 << bits) - 1)
+    if arr.dtype == object:
+        return np.array([int(v) for v in arr.ravel()], dtype=np.uint64).reshape(arr.shape)
+    return arr.astype(np.uint64, copy=False)

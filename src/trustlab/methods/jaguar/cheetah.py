@@ -21,9 +21,9 @@ import numpy as np
 
 from trustlab.core.errors import InputError, NotFittedError
 from trustlab.methods.jaguar import kernels
-from trustlab.methods.jaguar.checks import as_int_array, check_int
+from trustlab.methods.jaguar.checks import as_int_array, check_instance, check_int
 from trustlab.methods.jaguar.layout import ConvLayout, FCLayout
-from trustlab.methods.jaguar.linear import LinearResponse
+from trustlab.methods.jaguar.linear import LinearResponse, check_layout, check_response
 from trustlab.methods.jaguar.ntt import find_ntt_primes, mulmod, ntt_context
 from trustlab.methods.jaguar.params import PrimeParams
 from trustlab.methods.jaguar.ring import mask
@@ -62,6 +62,23 @@ class RNSCiphertext:
     c1: np.ndarray
     primes: tuple[int, ...]
     seeds: tuple[bytes, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.primes, tuple) or not self.primes or not all(
+                isinstance(p, int) and not isinstance(p, bool) and 2 < p < 1 << 50
+                for p in self.primes):
+            raise InputError("The 'primes' parameter of RNSCiphertext must be a non-empty tuple "
+                             f"of NTT primes below 2^50. Got {self.primes!r:.80}.")
+        for name in ("c0", "c1"):
+            arr = getattr(self, name)
+            if (not isinstance(arr, np.ndarray) or arr.dtype != np.uint64 or arr.ndim < 2
+                    or arr.shape[-2] != len(self.primes)):
+                raise InputError(f"The '{name}' parameter of RNSCiphertext must be a uint64 array "
+                                 f"of shape (..., {len(self.primes)}, N) (one limb per prime). Got "
+                                 f"{getattr(arr, 'shape', type(arr).__name__)}.")
+        if self.c0.shape != self.c1.shape:
+            raise InputError(f"The 'c0' and 'c1' parameters of RNSCiphertext must have the same "
+                             f"shape. Got {self.c0.shape} and {self.c1.shape}.")
 
 
 def _signed_to_rns(values: np.ndarray, primes: tuple[int, ...]) -> np.ndarray:
@@ -117,8 +134,9 @@ class CheetahClient:
     """The baseline's client: ternary secret, symmetric BFV encryption in RNS form."""
 
     def __init__(self, params: PrimeParams, sampler: Sampler | None = None) -> None:
-        self.params = params
-        self.sampler = sampler
+        self.params = check_instance(params, PrimeParams, "params", "CheetahClient")
+        self.sampler = sampler if sampler is None else check_instance(
+            sampler, Sampler, "sampler", "CheetahClient")
 
     def keygen(self) -> CheetahClient:
         p = self.params
@@ -136,6 +154,7 @@ class CheetahClient:
         if not hasattr(self, "s_"):
             raise NotFittedError("Call CheetahClient.keygen() before encrypting.")
         p = self.params
+        check_layout(layout, p.n, "CheetahClient.encrypt_share")
         sampler = self.sampler or Sampler.from_os()
         x_share = as_int_array(x_share, "x_share", "CheetahClient.encrypt_share")
         packed = layout.pack_input(np.mod(x_share.astype(np.int64), 1 << p.ell))
@@ -158,6 +177,11 @@ class CheetahClient:
         from trustlab.methods.jaguar.ntt import aux_negacyclic_mul
         from trustlab.methods.jaguar.rlwe import decode
 
+        if not hasattr(self, "s_"):
+            raise NotFittedError("Call CheetahClient.keygen() before decrypting.")
+        where = "CheetahClient.decrypt_share"
+        check_layout(layout, self.params.n, where)
+        check_response(response, layout, 64, self.params.ell, where)
         prod = aux_negacyclic_mul(response.c1, self.s_, response.k)
         out_mask = layout.output_mask()
         full = np.zeros(out_mask.shape, dtype=np.uint64)
@@ -183,7 +207,16 @@ class CheetahServer:
             raise InputError(f"The 'kernel' parameter must be one of {self.KERNELS}. Got {kernel!r}.")
         if kernel == "auto":
             kernel = "compiled" if kernels.available() else "numpy"
-        self.params = params
+        self.params = check_instance(params, PrimeParams, "params", "CheetahServer")
+        if public_key is not None:
+            shape = (len(params.primes), params.n)
+            if (not isinstance(public_key, tuple) or len(public_key) != 2 or not all(
+                    isinstance(a, np.ndarray) and a.dtype == np.uint64 and a.shape == shape
+                    for a in public_key)):
+                raise InputError("The 'public_key' parameter of CheetahServer must be the "
+                                 f"client's (b, a): two uint64 arrays of shape {shape}.")
+        if sampler is not None:
+            check_instance(sampler, Sampler, "sampler", "CheetahServer")
         self.public_key = public_key
         self.sampler = sampler
         self.kernel = kernel
@@ -192,6 +225,7 @@ class CheetahServer:
         """Offline: the forward NTTs of the layer's plaintext polynomials (and, compiled, their
         Shoup quotients)."""
         p = self.params
+        check_layout(layout, p.n, "CheetahServer.prepare")
         terms = layout.term_weights(weight)  # (O, B, T)
         polys = np.zeros((*terms.shape[:2], p.n), dtype=np.int64)
         polys[..., layout.shifts()] = terms
@@ -209,8 +243,15 @@ class CheetahServer:
         if not hasattr(self, "weight_hat_"):
             raise NotFittedError("Call CheetahServer.prepare(weight, layout) before evaluate.")
         p, layout = self.params, self.layout_
+        where = "CheetahServer.evaluate"
+        check_instance(query, RNSCiphertext, "query", where)
+        want = (layout.n_in_cts // layout.n_rtiles, layout.n_rtiles, len(p.primes), p.n)
+        if query.primes != p.primes or query.c0.shape != want:
+            raise InputError(f"The 'query' parameter of {where} does not match the layout and "
+                             f"primes: got shape {query.c0.shape}, expected {want}.")
+        x_share = as_int_array(x_share, "x_share", where)
         pm = np.array(p.primes, dtype=np.uint64)[:, None]
-        packed = layout.pack_input(np.mod(np.asarray(x_share, dtype=np.int64), 1 << p.ell))
+        packed = layout.pack_input(np.mod(x_share.astype(np.int64), 1 << p.ell))
         delta = np.broadcast_to(_big_to_rns(p.q // (1 << p.ell), p.primes), (len(p.primes), p.n))
         c0 = _addmod(query.c0, _mul_rns(_signed_to_rns(packed, p.primes), delta, p.primes), pm)
         if self.kernel == "compiled":
@@ -230,7 +271,14 @@ class CheetahServer:
         return RNSCiphertext(out[:, :, 0], out[:, :, 1], p.primes)
 
     def respond(self, product: RNSCiphertext) -> tuple[LinearResponse, np.ndarray]:
+        if not hasattr(self, "layout_"):
+            raise NotFittedError("Call CheetahServer.prepare(weight, layout) before respond.")
         p, layout = self.params, self.layout_
+        check_instance(product, RNSCiphertext, "product", "CheetahServer.respond")
+        want = (*layout.output_mask().shape[:2], len(p.primes), p.n)
+        if product.primes != p.primes or product.c0.shape != want:
+            raise InputError(f"The 'product' parameter of CheetahServer.respond does not match "
+                             f"the layout: got shape {product.c0.shape}, expected {want}.")
         sampler = self.sampler or Sampler.from_os()
         pm = np.array(p.primes, dtype=np.uint64)[:, None]
         c0, c1 = product.c0, product.c1

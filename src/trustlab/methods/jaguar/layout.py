@@ -24,6 +24,12 @@ from trustlab.methods.jaguar.checks import as_int_array, check_int
 __all__ = ["ConvLayout", "FCLayout", "conv2d_int", "plan_conv", "plan_fc"]
 
 
+def _check_polys(polys: np.ndarray, shape: tuple[int, ...], where: str) -> None:
+    if not isinstance(polys, np.ndarray) or polys.shape != shape or polys.dtype.kind not in "iu":
+        raise InputError(f"The 'polys' parameter of {where} must be an integer array of shape "
+                         f"{shape}. Got {getattr(polys, 'shape', type(polys).__name__)}.")
+
+
 @dataclass(frozen=True)
 class ConvLayout:
     """Geometry of one conv layer under coefficient encoding with ring degree ``n``."""
@@ -165,6 +171,7 @@ class ConvLayout:
 
     def extract(self, polys: np.ndarray) -> np.ndarray:
         """(C_out, n_rtiles, N) output polynomials -> (C_out, H_out, W_out) values."""
+        _check_polys(polys, (self.c_out, self.n_rtiles, self.n), "ConvLayout.extract")
         tile, coeff = self.output_positions()
         return polys[:, tile, coeff]
 
@@ -278,6 +285,7 @@ class FCLayout:
 
     def extract(self, polys: np.ndarray) -> np.ndarray:
         """(n_groups, 1, N) -> (m,)."""
+        _check_polys(polys, (self.n_groups, 1, self.n), "FCLayout.extract")
         g, coeff = self.positions()
         return polys[g, 0, coeff]
 

@@ -28,7 +28,7 @@ from scipy import special
 from trustlab.core.errors import InputError, NotFittedError
 from trustlab.core.validation import check_scalar
 from trustlab.methods.jaguar import kernels
-from trustlab.methods.jaguar.checks import as_int_array, check_int
+from trustlab.methods.jaguar.checks import as_int_array, check_instance, check_int
 from trustlab.methods.jaguar.layout import ConvLayout, FCLayout
 from trustlab.methods.jaguar.params import JaguarParams
 from trustlab.methods.jaguar.ring import mask, to_ring
@@ -60,6 +60,33 @@ __all__ = [
 Layout = ConvLayout | FCLayout
 
 
+def check_layout(layout: Layout, n: int, where: str) -> Layout:
+    """A ``ConvLayout``/``FCLayout`` planned for ring degree ``n``."""
+    check_instance(layout, (ConvLayout, FCLayout), "layout", where)
+    if layout.n != n:
+        raise InputError(f"The 'layout' parameter of {where} was planned for N={layout.n}; "
+                         f"these parameters have N={n}.")
+    return layout
+
+
+def check_response(response: LinearResponse, layout: Layout, max_k: int, min_k: int,
+                   where: str) -> LinearResponse:
+    """A ``LinearResponse`` that answers ``layout`` at a modulus in ``[2^min_k, 2^max_k]``."""
+    check_instance(response, LinearResponse, "response", where)
+    out_mask = layout.output_mask()
+    if response.c1.shape != out_mask.shape or response.c0.shape != (int(out_mask.sum()),):
+        raise InputError(f"The 'response' parameter of {where} does not answer this layout: "
+                         f"c0 {response.c0.shape}, c1 {response.c1.shape}; expected "
+                         f"({int(out_mask.sum())},) and {out_mask.shape}.")
+    if not min_k <= response.k <= max_k:
+        raise InputError(f"The 'response' parameter of {where} is mod 2^{response.k}; these "
+                         f"parameters expect 2^{min_k}..2^{max_k}.")
+    if response.k < 64 and any(a.size and int(a.max()) >> response.k
+                               for a in (response.c0, response.c1)):
+        raise InputError(f"The 'response' parameter of {where} holds values >= 2^{response.k}.")
+    return response
+
+
 def round_shift(values: np.ndarray, shift: int, out_bits: int) -> np.ndarray:
     """``round(v / 2^shift) mod 2^out_bits`` (half-up) for uint64 residues ``v``."""
     shift = check_int(shift, "shift", "round_shift", lo=0, hi=63)
@@ -82,6 +109,14 @@ class LinearResponse:
     c1: np.ndarray
     k: int
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "k", check_int(self.k, "k", "LinearResponse", lo=1, hi=64))
+        for name in ("c0", "c1"):
+            arr = getattr(self, name)
+            if not isinstance(arr, np.ndarray) or arr.dtype != np.uint64:
+                raise InputError(f"The '{name}' parameter of LinearResponse must be a uint64 "
+                                 f"array. Got {getattr(arr, 'dtype', type(arr).__name__)}.")
+
     @property
     def nbytes(self) -> int:
         return math.ceil((self.c0.size + self.c1.size) * self.k / 8)
@@ -103,8 +138,9 @@ class JaguarClient:
     """
 
     def __init__(self, params: JaguarParams, sampler: Sampler | None = None) -> None:
-        self.params = params
-        self.sampler = sampler
+        self.params = check_instance(params, JaguarParams, "params", "JaguarClient")
+        self.sampler = sampler if sampler is None else check_instance(
+            sampler, Sampler, "sampler", "JaguarClient")
 
     def keygen(self) -> JaguarClient:
         sampler = self.sampler or Sampler.from_os()
@@ -120,6 +156,7 @@ class JaguarClient:
     def encrypt_share(self, x_share: np.ndarray, layout: Layout) -> Ciphertext:
         """Pack the client's share (mod ``2^ell_in``) and encrypt it: (B, R, N) ciphertexts."""
         sk = self._key()
+        check_layout(layout, self.params.n, "JaguarClient.encrypt_share")
         x_share = as_int_array(x_share, "x_share", "JaguarClient.encrypt_share")
         packed = layout.pack_input(to_ring(x_share.astype(np.int64), self.params.ell_in))
         return encrypt(sk, packed, self.params.ell_in, self.sampler or Sampler.from_os())
@@ -130,6 +167,12 @@ class JaguarClient:
         """The client's output share mod ``2^ell_out`` (uint64), in the layer's output shape."""
         sk = self._key()
         p = self.params
+        where = "JaguarClient.decrypt_share"
+        check_layout(layout, p.n, where)
+        check_response(response, layout, p.k, p.ell_out, where)
+        if phase_method not in ("ntt", "schoolbook"):
+            raise InputError(f"The 'phase_method' parameter of {where} must be 'ntt' or "
+                             f"'schoolbook'. Got {phase_method!r}.")
         if phase_method == "ntt":
             prod = aux_negacyclic_mul(response.c1, sk.s, response.k, sk.s_hat)
         else:
@@ -168,7 +211,15 @@ class JaguarServer:
             raise InputError(f"The 'kernel' parameter must be one of {self.KERNELS}. Got {kernel!r}.")
         if kernel == "auto":
             kernel = "compiled" if kernels.available() else "gemm"
-        self.params = params
+        self.params = check_instance(params, JaguarParams, "params", "JaguarServer")
+        if public_key is not None:
+            check_instance(public_key, PublicKey, "public_key", "JaguarServer")
+            if public_key.params.n != params.n or public_key.params.k != params.k:
+                raise InputError("The 'public_key' parameter of JaguarServer belongs to another "
+                                 f"parameter set (N={public_key.params.n}, K={public_key.params.k}"
+                                 f"; the server has N={params.n}, K={params.k}).")
+        if sampler is not None:
+            check_instance(sampler, Sampler, "sampler", "JaguarServer")
         self.public_key = public_key
         self.kernel = kernel
         self.sampler = sampler
@@ -181,6 +232,11 @@ class JaguarServer:
         (``layout.output_mask()``) and is zero elsewhere; ``c1`` is always complete.
         """
         p = self.params
+        check_layout(layout, p.n, "JaguarServer.evaluate")
+        check_instance(query, Ciphertext, "query", "JaguarServer.evaluate")
+        if query.k != p.k:
+            raise InputError(f"The 'query' parameter of JaguarServer.evaluate is mod 2^{query.k}; "
+                             f"these parameters encrypt mod 2^{p.k}.")
         if query.c0.shape != (layout.n_in_cts // layout.n_rtiles, layout.n_rtiles, p.n):
             raise InputError(
                 f"The query does not match the layout: got {query.c0.shape}, expected "
@@ -209,6 +265,12 @@ class JaguarServer:
     def respond(self, product: Ciphertext, layout: Layout) -> tuple[LinearResponse, np.ndarray]:
         """Re-randomise, mask, truncate by a local shift, switch down; returns (response, y_s)."""
         p = self.params
+        check_layout(layout, p.n, "JaguarServer.respond")
+        check_instance(product, Ciphertext, "product", "JaguarServer.respond")
+        if product.k != p.k or product.c0.shape != layout.output_mask().shape:
+            raise InputError(f"The 'product' parameter of JaguarServer.respond does not match the "
+                             f"layout: shape {product.c0.shape} mod 2^{product.k}, expected "
+                             f"{layout.output_mask().shape} mod 2^{p.k}.")
         sampler = self.sampler or Sampler.from_os()
         c0, c1 = product.c0, product.c1
         if self.public_key is not None:
@@ -259,7 +321,8 @@ def linear_noise_budget(params: JaguarParams, max_weight_l2: float) -> NoiseBudg
     by ``d = K - response_bits`` bits adds ``(1 + 2N/3)/12`` at the new scale. The output ulp is
     ``2^(K - ell_out)`` before the switch and ``2^(response_bits - ell_out)`` after it.
     """
-    p = params
+    p = check_instance(params, JaguarParams, "params", "linear_noise_budget")
+    max_weight_l2 = check_scalar(max_weight_l2, "max_weight_l2", "linear_noise_budget", lo=0)
     ulp_before = 2.0 ** (p.k - p.ell_out)
     ulp_after = 2.0 ** (p.response_bits - p.ell_out)
     std_prod = p.sigma * max_weight_l2 / ulp_before

@@ -101,8 +101,13 @@ class NTTContext:
     """
 
     def __init__(self, n: int, p: int, backend: str = "auto") -> None:
-        if (p - 1) % (2 * n) or p >= 1 << _MAX_PRIME_BITS:
-            raise InputError(f"The NTT prime must be = 1 mod 2N and < 2^50. Got {p} for N={n}.")
+        from trustlab.methods.jaguar.checks import check_int, check_power_of_two
+
+        n = check_power_of_two(n, "n", "NTTContext", lo=2, hi=1 << 20)
+        p = check_int(p, "p", "NTTContext", lo=3, hi=(1 << _MAX_PRIME_BITS) - 1)
+        if (p - 1) % (2 * n) or not is_prime(p):
+            raise InputError(f"The 'p' parameter of NTTContext must be a prime = 1 mod 2N "
+                             f"(and < 2^50). Got {p} for N={n}.")
         if backend not in ("auto", "numpy", "compiled"):
             raise InputError(
                 f"The 'backend' parameter must be 'auto', 'numpy' or 'compiled'. Got {backend!r}."
@@ -125,6 +130,20 @@ class NTTContext:
         self.twiddles = _stage_twiddles(omega, n, p)
         self.twiddles_inv = _stage_twiddles(pow(omega, p - 2, p), n, p)
 
+    def _check(self, a: np.ndarray, name: str, where: str) -> np.ndarray:
+        """Residues mod p on the last axis of length n (uint64; other integers converted)."""
+        from trustlab.methods.jaguar.checks import as_ring_array
+
+        if not (isinstance(a, np.ndarray) and a.dtype == np.uint64):
+            a = as_ring_array(a, name, f"NTTContext.{where}", 64)
+        if a.ndim < 1 or a.shape[-1] != self.n:
+            raise InputError(f"The '{name}' parameter of NTTContext.{where} must have N={self.n} "
+                             f"coefficients on its last axis. Got shape {a.shape}.")
+        if a.size and int(a.max()) >= self.p:
+            raise InputError(f"The '{name}' parameter of NTTContext.{where} must hold residues "
+                             f"mod p={self.p} (in [0, p)). Got {int(a.max())}.")
+        return a
+
     def _transform(self, a: np.ndarray, twiddles: list[np.ndarray]) -> np.ndarray:
         n, p = self.n, np.uint64(self.p)
         lead = a.shape[:-1]
@@ -144,6 +163,7 @@ class NTTContext:
 
     def forward(self, a: np.ndarray) -> np.ndarray:
         """Negacyclic NTT over the last axis (values in ``[0, p)``, uint64): ``a(psi^(2k+1))``."""
+        a = self._check(a, "a", "forward")
         if self.backend == "compiled":
             from trustlab.methods.jaguar import kernels
 
@@ -154,6 +174,7 @@ class NTTContext:
         return self._transform(pre, self.twiddles)
 
     def inverse(self, a_hat: np.ndarray) -> np.ndarray:
+        a_hat = self._check(a_hat, "a_hat", "inverse")
         if self.backend == "compiled":
             from trustlab.methods.jaguar import kernels
 
@@ -165,6 +186,12 @@ class NTTContext:
 
     def multiply(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``a * b mod (X^N + 1, p)``."""
+        a, b = self._check(a, "a", "multiply"), self._check(b, "b", "multiply")
+        try:
+            a, b = np.broadcast_arrays(a, b)
+        except ValueError:
+            raise InputError(f"The 'a' and 'b' parameters of NTTContext.multiply must have "
+                             f"broadcastable shapes. Got {a.shape} and {b.shape}.") from None
         return self.inverse(mulmod(self.forward(a), self.forward(b), self.p))
 
 
@@ -220,12 +247,41 @@ def aux_negacyclic_mul(
     the limbs are then recombined with uint64 wrap-around, i.e. reduced mod ``2^k``.
     ``small_hat`` (the forward NTT of ``small``) may be passed in to reuse it.
     """
-    n = c.shape[-1]
+    from trustlab.methods.jaguar.checks import as_int_array, check_int, check_power_of_two
+
+    where = "aux_negacyclic_mul"
+    k = check_int(k, "k", where, lo=1, hi=64)
+    if not (isinstance(c, np.ndarray) and c.dtype == np.uint64):
+        raise InputError(f"The 'c' parameter of {where} must be a uint64 array of residues mod "
+                         f"2^k (use to_ring). Got {getattr(c, 'dtype', type(c).__name__)}.")
+    n = check_power_of_two(c.shape[-1] if c.ndim else 0, "c (last axis)", where, lo=2)
+    if k < 64 and c.size and int(c.max()) >> k:
+        raise InputError(f"The 'c' parameter of {where} must hold residues mod 2^k={k}.")
+    small = as_int_array(small, "small", where)
+    if small.shape[-1:] != (n,):
+        raise InputError(f"The 'small' parameter of {where} must have N={n} coefficients on "
+                         f"its last axis. Got shape {small.shape}.")
     bound = max(1, int(np.max(np.abs(small))))
     ctx = ntt_context(n, aux_prime(n))
+    if 4 * n * bound >= ctx.p:  # aux_limb_bits needs one exact bit of c per limb at least
+        raise InputError(f"The 'small' parameter of {where} must be small: |coefficients| < "
+                         f"{ctx.p // (4 * n)} at N={n}. Got {bound}.")
+    small = small.astype(np.int64)
     p = np.uint64(ctx.p)
-    if small_hat is None:
+    if small_hat is not None:
+        small_hat = ctx._check(small_hat, "small_hat", "forward")
+        try:
+            np.broadcast_shapes(c.shape, small_hat.shape)
+        except ValueError:
+            raise InputError(f"The 'small_hat' parameter of {where} does not match 'c': "
+                             f"{small_hat.shape} against {c.shape}.") from None
+    else:
         small_hat = ctx.forward(np.where(small < 0, small + ctx.p, small).astype(np.uint64))
+        try:
+            np.broadcast_shapes(c.shape, small_hat.shape)
+        except ValueError:
+            raise InputError(f"The 'small' parameter of {where} does not match 'c': "
+                             f"{small.shape} against {c.shape}.") from None
     limb = aux_limb_bits(n, bound)
     out = np.zeros(np.broadcast_shapes(c.shape, small_hat.shape), dtype=np.uint64)
     c = np.broadcast_to(c, out.shape)

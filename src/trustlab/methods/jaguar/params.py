@@ -10,6 +10,7 @@ The bound is about the size of ``q``, prime or not, so it covers ``q = 2^K``.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from trustlab.core.errors import InputError
@@ -76,6 +77,13 @@ class JaguarParams:
     allow_insecure: bool = False
 
     def __post_init__(self) -> None:
+        for name in ("n", "k", "ell_in", "shift", "response_bits"):
+            object.__setattr__(self, name, check_int(getattr(self, name), name, "JaguarParams"))
+        object.__setattr__(self, "sigma", check_scalar(self.sigma, "sigma", "JaguarParams", lo=0,
+                                                       hi=1e6, closed="right"))
+        if not isinstance(self.allow_insecure, bool):
+            raise InputError("The 'allow_insecure' parameter of JaguarParams must be a bool. Got "
+                             f"{self.allow_insecure!r}.")
         if not 8 <= self.k <= 64:
             raise InputError(
                 f"The ciphertext bits K of Jaguar must be in [8, 64] (one uint64 limb). Got {self.k}."
@@ -121,12 +129,40 @@ class PrimeParams:
     allow_insecure: bool = False
 
     def __post_init__(self) -> None:
+        where = "PrimeParams"
+        for name in ("n", "ell", "response_bits"):
+            object.__setattr__(self, name, check_int(getattr(self, name), name, where, lo=1))
+        object.__setattr__(self, "sigma", check_scalar(self.sigma, "sigma", where, lo=0, hi=1e6,
+                                                       closed="right"))
+        if not isinstance(self.allow_insecure, bool):
+            raise InputError(f"The 'allow_insecure' parameter of {where} must be a bool. Got "
+                             f"{self.allow_insecure!r}.")
+        if (not isinstance(self.primes, tuple | list) or not self.primes
+                or any(isinstance(p, bool) or not isinstance(p, numbers.Integral)
+                       for p in self.primes)):
+            raise InputError(f"The 'primes' parameter of {where} must be a non-empty tuple of "
+                             f"integers. Got {self.primes!r:.80}.")
+        object.__setattr__(self, "primes", tuple(int(p) for p in self.primes))
+        if len(set(self.primes)) != len(self.primes):
+            raise InputError(f"The 'primes' parameter of {where} must not repeat a prime (the RNS "
+                             f"moduli must be coprime). Got {self.primes}.")
+        if not self.ell < self.response_bits <= 64:
+            raise InputError(f"The 'response_bits' parameter of {where} must be in (ell={self.ell}"
+                             f", 64]. Got {self.response_bits}.")
+        for p in self.primes:
+            from trustlab.methods.jaguar.ntt import is_prime
+
+            if not is_prime(p):
+                raise InputError(f"The 'primes' parameter of {where} must hold primes. Got {p}.")
         for p in self.primes:
             if p >= 1 << 50 or (p - 1) % (2 * self.n):
                 raise InputError(
                     f"Every prime of the baseline must be < 2^50 and = 1 mod 2N. Got {p}."
                 )
         _check_ring(self.n, self.log_q, self.allow_insecure, "The Cheetah baseline")
+        if self.q >> (self.ell + 8) == 0:
+            raise InputError(f"The 'ell' parameter of {where} leaves no room for noise: q has "
+                             f"{self.log_q:.1f} bits, plaintexts {self.ell}.")
 
     @property
     def q(self) -> int:

@@ -88,10 +88,16 @@ def rotation_stack(poly: np.ndarray, shifts: np.ndarray) -> np.ndarray:
 def negacyclic_mul_exact(a: np.ndarray, b: np.ndarray, modulus: int | None = None) -> np.ndarray:
     """Schoolbook product in ``Z[X]/(X^N+1)`` with Python integers (the slow exact reference).
 
-    ``a`` and ``b`` are 1-D integer arrays (any dtype); reduced mod ``modulus`` when given.
+    ``a`` and ``b`` are 1-D integer arrays (any dtype) of the same length N; reduced mod
+    ``modulus`` (a positive integer) when given.
     """
-    a_int = [int(x) for x in np.asarray(a).ravel()]
-    b_int = [int(x) for x in np.asarray(b).ravel()]
+    where = "negacyclic_mul_exact"
+    a_arr = as_int_array(a, "a", where, ndim=1)
+    b_arr = as_int_array(b, "b", where, shape=(a_arr.shape[0],))
+    if modulus is not None:
+        modulus = check_int(modulus, "modulus", where, lo=1)
+    a_int = [int(x) for x in a_arr]
+    b_int = [int(x) for x in b_arr]
     n = len(a_int)
     out = [0] * n
     for i, ai in enumerate(a_int):

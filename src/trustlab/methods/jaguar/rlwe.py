@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_choice
+from trustlab.methods.jaguar.checks import as_int_array, check_instance, check_int
 from trustlab.methods.jaguar.ntt import aux_negacyclic_mul, aux_prime, ntt_context
 from trustlab.methods.jaguar.params import JaguarParams
 from trustlab.methods.jaguar.ring import mask, negacyclic_mul_exact, to_ring
@@ -46,6 +48,17 @@ class SecretKey:
     s: np.ndarray
     s_hat: np.ndarray
 
+    def __post_init__(self) -> None:
+        check_instance(self.params, JaguarParams, "params", "SecretKey")
+        n = self.params.n
+        for name, arr, kind in (("s", self.s, "i"), ("s_hat", self.s_hat, "u")):
+            if not isinstance(arr, np.ndarray) or arr.shape != (n,) or arr.dtype.kind != kind:
+                raise InputError(f"The '{name}' parameter of SecretKey must be a "
+                                 f"{'int64' if kind == 'i' else 'uint64'} array of shape ({n},). "
+                                 f"Got {getattr(arr, 'shape', type(arr).__name__)}.")
+        if np.any(np.abs(self.s) > 1):
+            raise InputError("The 's' parameter of SecretKey must be ternary (-1, 0, 1).")
+
 
 @dataclass(frozen=True)
 class PublicKey:
@@ -69,6 +82,18 @@ class Ciphertext:
     k: int
     seeds: tuple[bytes, ...] | None = None
 
+    def __post_init__(self) -> None:
+        k = check_int(self.k, "k", "Ciphertext", lo=1, hi=64)
+        for name in ("c0", "c1"):
+            arr = getattr(self, name)
+            if not isinstance(arr, np.ndarray) or arr.dtype != np.uint64 or arr.ndim < 1:
+                raise InputError(f"The '{name}' parameter of Ciphertext must be a uint64 array "
+                                 f"of ring elements. Got {getattr(arr, 'dtype', type(arr).__name__)}.")
+        if self.c0.shape != self.c1.shape:
+            raise InputError(f"The 'c0' and 'c1' parameters of Ciphertext must have the same "
+                             f"shape. Got {self.c0.shape} and {self.c1.shape}.")
+        object.__setattr__(self, "k", k)
+
     @property
     def count(self) -> int:
         return int(np.prod(self.c0.shape[:-1], dtype=np.int64))
@@ -82,6 +107,8 @@ def _poly_hat(s: np.ndarray) -> np.ndarray:
 
 def keygen(params: JaguarParams, sampler: Sampler) -> SecretKey:
     """A uniform ternary secret (use ``Sampler.from_os()`` outside tests)."""
+    check_instance(params, JaguarParams, "params", "keygen")
+    check_instance(sampler, Sampler, "sampler", "keygen")
     s = sampler.ternary(params.n)
     return SecretKey(params, s, _poly_hat(s))
 
@@ -95,10 +122,28 @@ def public_keygen(sk: SecretKey, sampler: Sampler) -> PublicKey:
 
 
 def _check_message(m: np.ndarray, n: int) -> np.ndarray:
-    m = np.asarray(m)
+    m = as_int_array(m, "message", "encrypt", allow_empty=True)
     if m.ndim < 1 or m.shape[-1] != n:
-        raise InputError(f"A message must have N={n} coefficients on its last axis. Got {m.shape}.")
+        raise InputError(f"The 'message' parameter of encrypt must have N={n} coefficients on "
+                         f"its last axis. Got shape {m.shape}.")
+    if m.dtype == object:  # Python big ints: their residues mod 2^64 are what counts
+        m = np.array([int(v) % (1 << 64) for v in m.ravel()], dtype=np.uint64).reshape(m.shape)
     return m
+
+
+def _check_key_and_ct(sk: SecretKey, ct: Ciphertext, where: str) -> None:
+    check_instance(sk, SecretKey, "sk", where)
+    check_instance(ct, Ciphertext, "ct", where)
+    n = sk.params.n
+    if ct.c0.shape[-1] != n:
+        raise InputError(f"The 'ct' parameter of {where} holds polynomials of degree "
+                         f"{ct.c0.shape[-1]} but the key's ring degree is {n}: a ciphertext of "
+                         "another key or parameter set.")
+    if ct.k > sk.params.k:
+        raise InputError(f"The 'ct' parameter of {where} is mod 2^{ct.k}, above the key's "
+                         f"modulus 2^{sk.params.k}: a ciphertext of another parameter set.")
+    if ct.k < 64 and ct.c0.size and (int(ct.c0.max()) >> ct.k or int(ct.c1.max()) >> ct.k):
+        raise InputError(f"The 'ct' parameter of {where} holds coefficients >= 2^k={ct.k}.")
 
 
 def encrypt(
@@ -108,10 +153,11 @@ def encrypt(
 
     ``c1 = a`` is expanded from a fresh seed per polynomial; ``c0 = -a*s + e + Delta*m``.
     """
+    check_instance(sk, SecretKey, "sk", "encrypt")
     p = sk.params
     m = _check_message(message, p.n)
-    if not 1 <= plain_bits < p.k:
-        raise InputError(f"plain_bits must be in [1, K={p.k}). Got {plain_bits}.")
+    plain_bits = check_int(plain_bits, "plain_bits", "encrypt", lo=1, hi=p.k - 1)
+    check_instance(sampler, Sampler, "sampler", "encrypt")
     lead = m.shape[:-1]
     count = int(np.prod(lead, dtype=np.int64))
     seeds = tuple(sampler.seed32() for _ in range(count))
@@ -138,6 +184,8 @@ def encrypt_zero_public(pk: PublicKey, count: int, sampler: Sampler) -> Cipherte
 
 def phase(sk: SecretKey, ct: Ciphertext, method: str = "ntt") -> np.ndarray:
     """``c0 + c1*s mod 2^k`` (uint64). ``method``: "ntt" (auxiliary prime) or "schoolbook"."""
+    _check_key_and_ct(sk, ct, "phase")
+    check_choice(method, "method", ("ntt", "schoolbook"), "phase")
     if method == "ntt":
         prod = aux_negacyclic_mul(ct.c1, sk.s, ct.k, sk.s_hat)
     elif method == "schoolbook":
@@ -165,6 +213,8 @@ def decode(ph: np.ndarray, k: int, plain_bits: int) -> np.ndarray:
 
 def decrypt(sk: SecretKey, ct: Ciphertext, plain_bits: int, method: str = "ntt") -> np.ndarray:
     """The message mod ``2^plain_bits`` (uint64), read at scale ``2^(k - plain_bits)``."""
+    _check_key_and_ct(sk, ct, "decrypt")
+    plain_bits = check_int(plain_bits, "plain_bits", "decrypt", lo=1, hi=ct.k)
     return decode(phase(sk, ct, method), ct.k, plain_bits)
 
 
@@ -174,9 +224,9 @@ def mod_switch(ct: Ciphertext, new_k: int) -> Ciphertext:
     For a power-of-two modulus this is exact division by ``2^(k - new_k)`` with rounding; it
     adds noise ``u0 + u1*s`` with ``|u_i| <= 1/2`` (the server uses it to shrink its answer).
     """
+    check_instance(ct, Ciphertext, "ct", "mod_switch")
+    new_k = check_int(new_k, "new_k", "mod_switch", lo=1, hi=ct.k)
     drop = ct.k - new_k
-    if drop < 0:
-        raise InputError(f"mod_switch can only lower the modulus. Got {ct.k} -> {new_k}.")
     if drop == 0:
         return ct
     half = np.uint64(1 << (drop - 1))
