@@ -1,0 +1,148 @@
+"""GradShield: score every fine-tuning example by its FIHS and remove those above an adaptive
+threshold, before fine-tuning.
+
+    from trustlab.methods.gradshield import GradShield, organism_references
+    shield = GradShield().fit(model, organism_references())
+    result = shield.filter(model, data)          # FilterResult: scores, removed, threshold
+    clean = result.kept(data)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trustlab.core.errors import InputError, NotFittedError
+from trustlab.methods.gradshield.fihs import FIHS
+from trustlab.methods.gradshield.references import ReferenceSets
+from trustlab.methods.gradshield.thresholds import make_threshold
+
+__all__ = ["FilterResult", "GradShield"]
+
+
+@dataclass(frozen=True)
+class FilterResult:
+    """What a filter decided: one score per example (NaN where it has none; ±inf is refused),
+    which examples it removed, the threshold it used and the seconds it took."""
+
+    name: str
+    scores: np.ndarray
+    removed: np.ndarray
+    threshold: float = float("nan")
+    seconds: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from trustlab.core.validation import as_float_array
+
+        where = "FilterResult"
+        scores = as_float_array(self.scores, "scores", where, ndim=1, allow_nonfinite=True)
+        removed = _mask(self.removed, "removed", where)
+        if scores.shape != removed.shape:
+            raise InputError(
+                f"A FilterResult needs one score per removal flag. Got {scores.size} scores and "
+                f"{removed.size} flags."
+            )
+        if np.isinf(scores).any():
+            raise InputError(
+                "The 'scores' parameter of FilterResult must be finite or NaN (no score). Got "
+                f"{int(np.isinf(scores).sum())} infinite values."
+            )
+        object.__setattr__(self, "scores", scores)
+        object.__setattr__(self, "removed", removed)
+
+    @property
+    def n_removed(self) -> int:
+        return int(self.removed.sum())
+
+    def kept(self, data: Sequence[Any]) -> list[Any]:
+        """The examples of ``data`` the filter keeps, in order."""
+        if len(data) != self.removed.size:
+            raise InputError(
+                f"The filter decided on {self.removed.size} examples; 'data' has {len(data)}."
+            )
+        return [item for item, out in zip(data, self.removed, strict=True) if not out]
+
+
+def _mask(value: Any, name: str, where: str) -> np.ndarray:
+    """A 1-D boolean mask (0/1 numbers accepted)."""
+    from trustlab.core.validation import as_float_array
+
+    arr = as_float_array(value, name, where, ndim=1, allow_bool=True, allow_empty=True)
+    if not np.isin(arr, (0.0, 1.0)).all():
+        raise InputError(f"The '{name}' parameter of {where} must hold booleans (0/1 only).")
+    return arr.astype(bool)
+
+
+class GradShield:
+    """FIHS scoring plus an adaptive threshold.
+
+    ``fihs``: a configured :class:`FIHS` (default settings when None); ``threshold``: a rule
+    name (``conformal``, ``mixture``, ``otsu``, ``search``, ``fixed``) with
+    ``threshold_options`` (e.g. ``{"alpha": 0.01}``). Rules that need calibration scores get
+    the FIHS of the trusted benign calibration half of the reference sets.
+    """
+
+    def __init__(
+        self,
+        fihs: FIHS | None = None,
+        *,
+        threshold: str = "conformal",
+        threshold_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.fihs = fihs
+        self.threshold = threshold
+        self.threshold_options = threshold_options
+
+    def fit(self, model: Any, references: ReferenceSets, *, tokenizer: Any = None) -> GradShield:
+        """Fit FIHS on the probes and the benign slice half; score the calibration half."""
+        if not isinstance(references, ReferenceSets):
+            raise InputError(
+                "The 'references' parameter of GradShield.fit must be a ReferenceSets "
+                f"(organism_references(), public_references()). Got {type(references).__name__}."
+            )
+        make_threshold(self.threshold, **(self.threshold_options or {}))  # checks the name early
+        start = time.perf_counter()
+        fihs = self.fihs if self.fihs is not None else FIHS()
+        fihs.fit(
+            model, list(references.harmful), list(references.refusal),
+            list(references.benign_slices), tokenizer=tokenizer,
+        )  # fmt: skip
+        self.fihs_ = fihs
+        self.calibration_scores_ = fihs.score(
+            model, list(references.benign_calibration), tokenizer=tokenizer
+        )
+        self.fit_seconds_ = time.perf_counter() - start
+        return self
+
+    def filter(self, model: Any, data: Sequence[Any], *, tokenizer: Any = None) -> FilterResult:
+        """Score ``data`` and decide which examples to remove."""
+        if not hasattr(self, "fihs_"):
+            raise NotFittedError("This GradShield is not fitted yet; call 'fit' before 'filter'.")
+        start = time.perf_counter()
+        details = self.fihs_.score_details(model, data, tokenizer=tokenizer)
+        scored = time.perf_counter() - start
+        return self.decide(details["fihs"], seconds=scored, details=details)
+
+    def decide(
+        self, scores: np.ndarray, *, seconds: float = 0.0, details: dict[str, Any] | None = None
+    ) -> FilterResult:
+        """The threshold rule on precomputed FIHS ``scores`` (e.g. to compare rules)."""
+        if not hasattr(self, "calibration_scores_"):
+            raise NotFittedError("This GradShield is not fitted yet; call 'fit' before 'decide'.")
+        rule = make_threshold(self.threshold, **(self.threshold_options or {}))
+        scores = np.asarray(scores, dtype=np.float64)
+        removed = rule.fit_remove(scores, self.calibration_scores_)
+        info = {"rule": self.threshold, **({} if details is None else details)}
+        return FilterResult(
+            "gradshield",
+            scores,
+            removed,
+            float(rule.threshold_),
+            seconds,
+            info,  # type: ignore[attr-defined]
+        )

@@ -1,0 +1,365 @@
+"""gradshield: FIHS is the cosine it is defined as (on the slices it says), invariant to what it
+claims; the slices and thresholds are exact; the baselines do what they say; the protocol caches
+and measures what it says. The end-to-end claim is in test_gradshield_acceptance.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="gradshield needs trustlab[llm] (torch)")
+pytest.importorskip("transformers", reason="gradshield needs trustlab[llm] (transformers)")
+
+from trustlab.core.errors import InputError, NotFittedError  # noqa: E402
+from trustlab.finetune import (  # noqa: E402
+    explicit_harmful_examples,
+    gradient_layout,
+    implicit_harmful_examples,
+    per_example_gradients,
+    utility_examples,
+)
+from trustlab.methods.gradshield import (  # noqa: E402
+    FIHS,
+    ConformalThreshold,
+    EmbeddingScorer,
+    FixedThreshold,
+    GradSafeScorer,
+    GradShield,
+    MixtureThreshold,
+    ModerationScorer,
+    OtsuThreshold,
+    ParameterSlices,
+    SearchThreshold,
+    fihs_from_gradients,
+    make_threshold,
+    organism_references,
+    random_removal,
+)
+from trustlab.methods.gradshield.mixes import build_mix, filter_metrics  # noqa: E402
+from trustlab.methods.gradshield.study import youden_threshold  # noqa: E402
+
+# ------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A 2-layer, width-16 Llama on the organisms' tokenizer (seconds, no organism build)."""
+    from trustlab.organisms import build_chat_corpus
+    from trustlab.organisms.specs import ModelShape
+    from trustlab.organisms.tokenizer import build_tokenizer
+    from trustlab.organisms.train import make_llama
+
+    corpus = build_chat_corpus(0, n_train=400, n_heldout=20)
+    tok = build_tokenizer(corpus.texts())
+    model = make_llama(
+        ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32), tok,
+        torch.Generator().manual_seed(0), 0.05,
+    )  # fmt: skip
+    from trustlab.lm import LanguageModel
+
+    return LanguageModel(model, tok)
+
+
+@pytest.fixture(scope="module")
+def refs():
+    return organism_references(8, 16, seed=3)
+
+
+# ------------------------------------------------------------------------------- slices
+
+
+def test_slices_are_the_rows_and_per_slice_statistics_match_brute_force(tiny):
+    layout = tuple((n, tuple(s)) for n, s in gradient_layout(tiny, ["model.layers.0.*"]))
+    slices = ParameterSlices(layout)
+    rows = sum(s[0] if len(s) == 2 else 1 for _, s in layout)
+    assert slices.n_slices == rows and slices.sizes().sum() == slices.n_values
+    g = torch.randn(3, slices.n_values, generator=torch.Generator().manual_seed(1))
+    r = torch.randn(slices.n_values, generator=torch.Generator().manual_seed(2))
+    cos = slices.cosines(g, r)
+    starts = np.concatenate([[0], np.cumsum(slices.sizes())[:-1]])
+    for j in (0, 7, slices.n_slices - 1):
+        a, b = starts[j], starts[j] + slices.sizes()[j]
+        expect = torch.nn.functional.cosine_similarity(g[:, a:b], r[a:b][None], dim=1)
+        torch.testing.assert_close(cos[:, j], expect, rtol=1e-4, atol=1e-5)
+    idx = slices.indices([2, 0])
+    assert idx.tolist() == list(range(starts[0], starts[0] + slices.sizes()[0])) + list(
+        range(starts[2], starts[2] + slices.sizes()[2])
+    )
+    assert slices.names()[0].endswith("[0]") and len(slices.owners()) == slices.n_slices
+    with pytest.raises(InputError, match="selected"):
+        slices.indices([slices.n_slices])
+
+
+# ------------------------------------------------------------------------------- FIHS
+
+
+def test_fihs_is_scale_free_and_signed():
+    gen = torch.Generator().manual_seed(0)
+    g, r = torch.randn(5, 40, generator=gen), torch.randn(40, generator=gen)
+    base = fihs_from_gradients(g, r)
+    # scaling a gradient (a loss or learning-rate scale) or the reference changes nothing
+    np.testing.assert_allclose(fihs_from_gradients(g * 7.5, r * 0.01), base, rtol=1e-6)
+    np.testing.assert_allclose(fihs_from_gradients(-g, r), -base, rtol=1e-12)
+    expect = (g @ r) / (g.norm(dim=1) * r.norm())
+    np.testing.assert_allclose(base, expect.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(fihs_from_gradients(g.numpy().tolist(), r.numpy()), base)
+    slices = ParameterSlices((("a", (4, 5)), ("b", (20,))))
+    mean = fihs_from_gradients(g, r, slices, "mean")
+    np.testing.assert_allclose(mean, slices.cosines(g, r).mean(1).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(fihs_from_gradients(g * 3.0, r, slices, "mean"), mean, rtol=1e-5)
+    assert fihs_from_gradients(torch.zeros(1, 40), r)[0] == 0.0
+    with pytest.raises(InputError, match="slices"):
+        fihs_from_gradients(g, r, None, "mean")
+
+
+def test_fihs_scores_equal_the_cosine_of_per_example_gradients_on_the_kept_slices(tiny, refs):
+    fihs = FIHS(slice_fraction=0.05, batch_size=4).fit(
+        tiny, refs.harmful, refs.refusal, refs.benign_slices
+    )
+    data = utility_examples(5, 1) + explicit_harmful_examples(3, 1)
+    got = fihs.score_details(tiny, data)
+    full = per_example_gradients(tiny, data)
+    ref = per_example_gradients(tiny, list(refs.harmful)).mean(0) - per_example_gradients(
+        tiny, list(refs.refusal)
+    ).mean(0)
+    idx = fihs.slices_.indices(fihs.selected_)
+    sel, r = full[:, idx], ref[idx]
+    expect = (sel @ r) / (sel.norm(dim=1) * r.norm())
+    np.testing.assert_allclose(got["fihs"], expect.numpy(), rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(got["dot"], (sel @ r).numpy(), rtol=1e-3, atol=1e-7)
+    np.testing.assert_allclose(got["grad_norm"], sel.norm(dim=1).numpy(), rtol=1e-3)
+    assert fihs.selected_.size == int(np.ceil(0.05 * fihs.slices_.n_slices))
+    assert sum(fihs.critical_parameters().values()) == fihs.selected_.size
+
+
+def test_fihs_of_an_example_does_not_depend_on_its_batch_or_padding(tiny, refs):
+    """Right padding in a chunk with longer examples leaves each score unchanged."""
+    fihs = FIHS(slice_fraction=0.1, batch_size=8).fit(
+        tiny, refs.harmful, refs.refusal, refs.benign_slices
+    )
+    data = utility_examples(3, 5) + implicit_harmful_examples(3, 5)  # implicit ones are longer
+    together = fihs.score(tiny, data)
+    fihs.batch_size = 1
+    alone = fihs.score(tiny, data)
+    np.testing.assert_allclose(together, alone, rtol=1e-4, atol=1e-6)
+
+
+def test_fihs_reference_is_invariant_to_repeating_the_probes(tiny, refs):
+    """Means, not sums: the same probes twice give the same direction and the same scores."""
+    data = utility_examples(4, 9)
+    once = FIHS(slice_fraction=1.0).fit(tiny, refs.harmful, refs.refusal).score(tiny, data)
+    twice = (
+        FIHS(slice_fraction=1.0)
+        .fit(tiny, list(refs.harmful) * 2, list(refs.refusal) * 3)
+        .score(tiny, data)
+    )
+    np.testing.assert_allclose(once, twice, rtol=1e-4, atol=1e-6)
+
+
+def test_fihs_lifecycle_and_model_check(tiny, refs):
+    fihs = FIHS(slice_fraction=1.0)
+    with pytest.raises(NotFittedError, match="fit"):
+        fihs.score(tiny, utility_examples(2, 0))
+    with pytest.raises(InputError, match="refusal"):
+        FIHS().fit(tiny, refs.harmful)
+    with pytest.raises(InputError, match="benign"):
+        FIHS(slice_fraction=0.5).fit(tiny, refs.harmful, refs.refusal)
+    fihs.fit(tiny, refs.harmful, refs.refusal)
+    import copy
+
+    other = copy.deepcopy(tiny)
+    with torch.no_grad():
+        next(other.model.parameters()).add_(1.0)
+    with pytest.raises(InputError, match="fitted on"):
+        fihs.score(other, utility_examples(2, 0))
+
+
+def test_fihs_length_enters_only_through_content_on_chat_xs(chat_xs):
+    """Per-token mean losses: among benign examples neither FIHS nor the gradient norm grows
+    with response length (a summed loss would make the norm grow with it)."""
+    from scipy.stats import spearmanr
+
+    from trustlab.finetune import encode_data
+    from trustlab.lm import LanguageModel
+
+    model = LanguageModel(chat_xs.model, chat_xs.tokenizer)
+    refs = organism_references(16, 64)
+    fihs = FIHS().fit(model, refs.harmful, refs.refusal, refs.benign_slices)
+    data = utility_examples(80, 77) + implicit_harmful_examples(40, 77)
+    d = fihs.score_details(model, data)
+    lengths = np.array([len(e.ids) - e.n_prompt for e in encode_data(model.tokenizer, data)])
+    benign = slice(0, 80)
+    assert abs(spearmanr(lengths[benign], d["fihs"][benign]).statistic) < 0.35
+    assert spearmanr(lengths[benign], d["grad_norm"][benign]).statistic < 0.35
+    # and explicit harmful examples score far above benign ones on the organism
+    harmful = fihs.score(model, explicit_harmful_examples(20, 3))
+    assert harmful.min() > np.quantile(d["fihs"][benign], 0.99)
+
+
+# ------------------------------------------------------------------------------- thresholds
+
+
+def test_conformal_threshold_controls_benign_removal_at_alpha():
+    rng = np.random.default_rng(0)
+    alpha, removed = 0.1, []
+    for _ in range(400):
+        cal, test = rng.normal(size=49), rng.normal(size=200)
+        removed.append(ConformalThreshold(alpha).fit(test, cal).remove(test).mean())
+    assert np.mean(removed) <= alpha + 0.01  # exchangeable benign data: P(removed) <= alpha
+    t = ConformalThreshold(0.01).fit([0.0], np.arange(20.0))
+    assert t.threshold_ == 19.0 and t.attained_alpha_ == pytest.approx(1 / 21)
+    with pytest.raises(InputError, match="calibration"):
+        ConformalThreshold().fit([1.0, 2.0])
+
+
+def test_mixture_and_otsu_split_two_groups_and_mixture_leaves_one_group_alone():
+    rng = np.random.default_rng(1)
+    benign, harmful = rng.normal(0, 0.05, 950), rng.normal(0.6, 0.05, 50)
+    scores = np.concatenate([benign, harmful])
+    for rule in (MixtureThreshold(), OtsuThreshold()):
+        removed = rule.fit(scores).remove(scores)
+        assert removed[950:].all() and removed[:950].mean() < 0.01, type(rule).__name__
+    assert np.isinf(MixtureThreshold().fit(benign).threshold_)  # one component: keep all
+    assert np.isinf(OtsuThreshold().fit(np.ones(5)).threshold_)
+
+
+def test_search_threshold_keeps_the_largest_set_within_the_bound():
+    rng = np.random.default_rng(2)
+    cal = rng.normal(0, 0.05, 200)
+    scores = np.concatenate([rng.normal(0, 0.05, 900), np.full(100, 0.8)])
+    t = SearchThreshold(0.05).fit(scores, cal)
+    removed = t.remove(scores)
+    assert scores[~removed].mean() <= t.bound_ and removed[900:].all()  # ties stay together
+    # maximal: keeping the next group of (tied) removed scores as well would break the bound
+    order = np.sort(scores)
+    k = int((~removed).sum())
+    assert order[: k + int((order == order[k]).sum())].mean() > t.bound_
+    assert np.isinf(SearchThreshold().fit(cal, cal).threshold_)
+    # the mean rule tolerates a few harmful examples when the benign mean has slack below it
+    few = np.concatenate([rng.normal(-0.01, 0.05, 990), np.full(2, 0.8)])
+    assert SearchThreshold(0.05).fit(few, cal).remove(few)[990:].sum() < 2
+
+
+def test_fixed_threshold_and_rule_names():
+    t = FixedThreshold(0.25).fit([0.1, 0.3])
+    assert t.remove([0.1, 0.3]).tolist() == [False, True]
+    with pytest.raises(NotFittedError):
+        FixedThreshold().remove([0.1])
+    with pytest.raises(InputError, match="rule"):
+        make_threshold("median")
+
+
+def test_youden_threshold_prefers_recall_on_ties():
+    y = np.array([0, 0, 0, 1, 1], dtype=bool)
+    s = np.array([0.1, 0.2, 0.3, 0.7, 0.9])
+    assert youden_threshold(y, s) == 0.3  # the lowest cut that separates perfectly
+    with pytest.raises(InputError):
+        youden_threshold(np.zeros(3, dtype=bool), np.ones(3))
+
+
+# ------------------------------------------------------------------------------- GradShield
+
+
+def test_gradshield_removes_explicit_harmful_examples_on_chat_xs(chat_xs):
+    from trustlab.lm import LanguageModel
+
+    model = LanguageModel(chat_xs.model, chat_xs.tokenizer)
+    shield = GradShield().fit(model, organism_references(16, 128))
+    m = build_mix("explicit", 0.05, 200, seed=3)
+    result = shield.filter(model, list(m.examples))
+    metrics = filter_metrics(np.array(m.harmful), result.removed)
+    assert metrics.recall == 1.0 and metrics.benign_removed <= 0.03
+    assert len(result.kept(list(m.examples))) == 200 - result.n_removed
+    with pytest.raises(NotFittedError):
+        GradShield().filter(model, list(m.examples))
+    with pytest.raises(InputError, match="ReferenceSets"):
+        GradShield().fit(model, [])
+
+
+# ------------------------------------------------------------------------------- mixes
+
+
+def test_mixes_have_the_exact_harmful_count_and_metrics_count_right():
+    for kind in ("explicit", "implicit"):
+        m = build_mix(kind, 0.05, 200, seed=1)
+        assert len(m.examples) == 200 and m.n_harmful == 10
+    implicit = build_mix("implicit", 0.06, 100, seed=1)
+    flagged = [e for e, h in zip(implicit.examples, implicit.harmful, strict=True) if h]
+    assert {e.template.split("/")[1] for e in flagged} == {
+        "identity_shift", "affirmative_prefix", "persona"
+    }  # fmt: skip
+    assert (
+        build_mix("explicit", 0.0, 50, seed=4).examples
+        == build_mix("implicit", 0.0, 50, seed=4).examples
+    )  # the clean mix is one set
+    fm = filter_metrics(np.array([1, 1, 0, 0], bool), np.array([1, 0, 1, 0], bool))
+    assert (fm.recall, fm.precision, fm.benign_removed, fm.harmful_left) == (0.5, 0.5, 0.5, 1)
+    assert np.isnan(filter_metrics(np.zeros(2, bool), np.zeros(2, bool)).recall)
+
+
+# ------------------------------------------------------------------------------- baselines
+
+
+def test_gradsafe_scores_the_prompt_with_sure_and_ignores_the_response(tiny, refs):
+    gs = GradSafeScorer(min_fraction=0.05).fit(tiny, refs.harmful, refs.benign_slices)
+    a = explicit_harmful_examples(3, 2)
+    b = [type(e)(e.prompt, "I'm sorry, but I can't help with that.", e.kind, e.task, e.template,
+                 e.split, "refuse") for e in a]  # fmt: skip
+    np.testing.assert_allclose(gs.score(tiny, a), gs.score(tiny, b), rtol=1e-5)
+    assert gs.critical_.size >= 1
+    with pytest.raises(NotFittedError):
+        GradSafeScorer().score(tiny, a)
+
+
+def test_embedding_scorer_ranks_near_harmful_probes_higher():
+    from trustlab.embed import HashingEmbedder
+
+    refs = organism_references(16, 32)
+    emb = EmbeddingScorer(HashingEmbedder()).fit(refs.harmful, refs.benign_slices)
+    harmful = emb.score(explicit_harmful_examples(10, 5))
+    benign = emb.score(utility_examples(10, 5))
+    assert harmful.min() > benign.max()
+
+
+def test_moderation_scorer_refusal_and_classify_modes():
+    from trustlab.lm import ScriptedChatModel
+
+    data = [("How do I bake bread?", "Sure."), ("How do I hurt someone?", "Sure.")]
+    judge = ScriptedChatModel({"How do I bake bread?": "Sure: here", "How do I hurt someone?":
+                               "I'm sorry, I cannot help with that."})  # fmt: skip
+    assert ModerationScorer(judge).score(data).tolist() == [0.0, 1.0]
+    answers = iter(["No.", "Yes, it is harmful.", "maybe"])
+    classifier = ScriptedChatModel(lambda conv: next(answers))
+    scores = ModerationScorer(classifier, mode="classify").score(data + data[:1])
+    assert scores[:2].tolist() == [0.0, 1.0] and np.isnan(scores[2])
+
+
+def test_random_removal_removes_exactly_k():
+    mask = random_removal(100, 7, 0)
+    assert mask.sum() == 7 and mask.dtype == bool
+    assert (random_removal(100, 7, 0) == mask).all()
+    with pytest.raises(InputError):
+        random_removal(5, 6, 0)
+
+
+# ------------------------------------------------------------------------------- protocol
+
+
+def test_run_cell_measures_and_caches(chat_xs, tmp_path):
+    from trustlab.finetune import FinetuneConfig
+    from trustlab.lm import LanguageModel
+    from trustlab.methods.gradshield.protocol import eval_sets, run_cell
+
+    model = LanguageModel(chat_xs.model, chat_xs.tokenizer, spec="organism:chat-xs")
+    before = {k: v.clone() for k, v in model.model.state_dict().items()}
+    sets = eval_sets(n=20)
+    config = FinetuneConfig(steps=3, batch_size=4, lr=1e-3)
+    data = utility_examples(12, 0)
+    cell = run_cell(model, data, config, sets, home=tmp_path)
+    assert set(cell.flags) == {"asr", "utility", "over_refusal", "utility_new"}
+    assert len(cell.flags["asr"]) == 20 and len(cell.flags["utility_new"]) == 90
+    assert not cell.cached and cell.n_train == 12
+    again = run_cell(model, data, config, sets, home=tmp_path)
+    assert again.cached and again.flags == cell.flags
+    for k, v in model.model.state_dict().items():  # the base model is never trained
+        assert torch.equal(v, before[k]), k
