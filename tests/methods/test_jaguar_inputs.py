@@ -12,42 +12,76 @@ Sizes are tiny (N <= 256, a few shares) so the module stays within a few CPU sec
 
 from __future__ import annotations
 
+import math
+import socket
+import threading
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trustlab.core.errors import InputError
+from trustlab.core.errors import InputError, NotFittedError
 from trustlab.methods.jaguar import (
+    KAPPA,
+    Channel,
+    ChannelError,
+    ChannelStats,
     CheetahClient,
     CheetahServer,
     Ciphertext,
     ConvLayout,
     FCLayout,
+    IKNPReceiver,
+    IKNPSender,
     JaguarClient,
     JaguarParams,
     JaguarServer,
     LinearResponse,
     NoiseBudget,
     NTTContext,
+    OTSuite,
+    Party,
     PrimeParams,
     RNSCiphertext,
     Sampler,
     SecretKey,
+    accept,
+    and_gates,
     aux_negacyclic_mul,
+    avg_pool,
+    base_ot_receive,
+    base_ot_send,
+    bit_triples,
+    centered,
+    channel_pair,
     cheetah_params,
+    connect,
     decrypt,
+    drelu,
     encrypt,
+    extend,
     find_ntt_primes,
     keygen,
     linear_noise_budget,
+    listen,
+    max_pool,
+    millionaire,
     mod_switch,
     monomial_mul,
+    mux,
     negacyclic_mul_exact,
+    open_arith,
+    open_bool,
     phase,
     plan_conv,
     plan_fc,
+    relu,
+    share,
+    sum_pool,
     to_ring,
+    truncate,
+    wrap_shares,
 )
 
 SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
@@ -345,3 +379,320 @@ def test_linear_layer_rejects_malformed_input(name, call):
 
 def test_layouts_are_the_planned_types():
     assert isinstance(CONV, ConvLayout) and isinstance(FC, FCLayout)
+
+
+# -- two parties: channel, OT, comparison, ReLU, truncation, pooling ------------------------
+def _two(f0, f1, timeout: float = 20.0):
+    """``f0(ch)`` as the server and ``f1(ch)`` as the client over a socket pair (two threads)."""
+    c0, c1 = channel_pair(timeout)
+    out: dict = {}
+
+    def work(i, f, c):
+        try:
+            out[i] = f(c)
+        except BaseException as exc:  # surfaced below
+            out[f"e{i}"] = exc
+
+    t = threading.Thread(target=work, args=(1, f1, c1))
+    t.start()
+    work(0, f0, c0)
+    t.join()
+    c0.close()
+    c1.close()
+    for k in ("e0", "e1"):
+        if k in out:
+            raise out[k]
+    return out[0], out[1]
+
+
+def _spmd(fn, dealer: bool = True, seed: int = 0):
+    def side(i):
+        return lambda ch: fn(Party(ch, Sampler.seeded(seed + i), dealer=dealer).setup())
+    return _two(side(0), side(1))
+
+
+@settings(max_examples=15, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(ell=st.integers(4, 40), m=st.integers(1, 4), n=st.integers(1, 5), s=st.integers(1, 3),
+       seed=st.integers(0, 2**16))
+def test_protocols_agree_with_plaintext(ell, m, n, s, seed):
+    """One session (test-only dealer OTs) runs every protocol on shares of random secrets; the
+    opened results are the plaintext ones (truncation: floor, or one below)."""
+    rng = np.random.default_rng(seed)
+    half = 1 << (ell - 1)
+    x = rng.integers(-half, half, n)
+    x[0] = rng.choice([0, -1, half - 1, -half])
+    y = rng.integers(0, half, n)  # known MSB = 0
+    a, b = rng.integers(0, half, n, dtype=np.uint64), rng.integers(0, half, n, dtype=np.uint64)
+    bits = rng.integers(0, 2, n)
+    u, v = rng.integers(0, 2, n), rng.integers(0, 2, n)
+    z = rng.integers(0, 1 << max(1, ell - 3), (1, 2, 4, 4))  # pooling: |a - b| < 2^(ell-1)
+    xs, ys, zs = share(x, ell, rng), share(y, ell, rng), share(z, ell, rng)
+    bs = rng.integers(0, 2, n).astype(np.uint8)
+    bs = (bs, bs ^ bits.astype(np.uint8))
+    us, vs = [(r, r ^ w.astype(np.uint8)) for w in (u, v)
+              for r in [rng.integers(0, 2, n).astype(np.uint8)]]
+
+    def fn(p):
+        i = p.role
+        triples = bit_triples(p, n)
+        return dict(
+            drelu=drelu(p, xs[i], ell, m), relu=relu(p, xs[i], ell, m),
+            mux=mux(p, bs[i], xs[i], ell), lt=millionaire(p, a if i == 0 else b, ell - 1, m),
+            ext=extend(p, ys[i], ell, ell + s), trunc=truncate(p, ys[i], ell, s),
+            wrap=wrap_shares(p, ys[i], ell, ell), open=open_arith(p, xs[i], ell),
+            open_b=open_bool(p, bs[i]), triples=triples, and_=and_gates(p, us[i], vs[i], triples),
+            max=max_pool(p, zs[i], 2, ell, m), avg=avg_pool(p, zs[i], 2, ell),
+            sum=sum_pool(zs[i], 2, ell))
+
+    r0, r1 = _spmd(fn, seed=seed)
+    ring = 1 << ell
+
+    def opened(key, bits_=ell):
+        return (r0[key].astype(object) + r1[key].astype(object)) % (1 << bits_)
+
+    assert np.array_equal(r0["drelu"] ^ r1["drelu"], (x >= 0).astype(np.uint8))
+    assert np.array_equal(centered(opened("relu"), ell), np.maximum(x, 0))
+    assert np.array_equal(centered(opened("mux"), ell), bits * x)
+    assert np.array_equal(r0["lt"] ^ r1["lt"], (a < b).astype(np.uint8))
+    assert np.array_equal(opened("ext", ell + s), y)
+    err = centered(opened("trunc"), ell) - y // (1 << s)
+    assert set(err.tolist()) <= {0, -1}
+    assert np.array_equal(opened("wrap"), (ys[0].astype(object) + ys[1].astype(object)) >= ring)
+    assert np.array_equal(r0["open"], r1["open"]) and np.array_equal(r0["open"], x % ring)
+    assert np.array_equal(r0["open_b"], bits) and np.array_equal(r1["open_b"], bits)
+    ta, tb, tc = (r0["triples"][j] ^ r1["triples"][j] for j in range(3))
+    assert np.array_equal(tc, ta & tb)
+    assert np.array_equal(r0["and_"] ^ r1["and_"], u & v)
+    win = z.reshape(1, 2, 2, 2, 2, 2)
+    assert np.array_equal(opened("max"), win.max(axis=(3, 5)))
+    assert np.array_equal(opened("sum"), win.sum(axis=(3, 5)))
+    assert set((centered(opened("avg"), ell) - win.sum(axis=(3, 5)) // 4).ravel().tolist()) <= {
+        0, -1}
+
+
+def test_real_ot_delivers_exactly_the_chosen_messages():
+    """Base OT (X25519) and IKNP extension, no dealer: each receiver gets its choice only."""
+    rng = np.random.default_rng(5)
+    c = rng.integers(0, 2, 40).astype(np.uint8)
+    m0, m1 = rng.integers(0, 2**40, (2, 40), dtype=np.uint64)
+    delta = rng.integers(0, 2**20, 40, dtype=np.uint64)
+    msgs = rng.integers(0, 4, (40, 8), dtype=np.uint64)
+    cn = rng.integers(0, 8, 40)
+
+    def sender(ch):
+        keys = base_ot_send(ch, 8, Sampler.seeded(1))
+        suite = OTSuite(ch, Sampler.seeded(2)).setup()
+        suite.ot_send(m0, m1, 40)
+        x0 = suite.cot_send(delta, 20)
+        suite.ot_n_send(msgs, 2)
+        return keys, x0
+
+    def receiver(ch):
+        kc = base_ot_receive(ch, c[:8], Sampler.seeded(3))
+        suite = OTSuite(ch, Sampler.seeded(4)).setup()
+        return kc, suite.ot_receive(c, 40), suite.cot_receive(c, 20), suite.ot_n_receive(cn, 3, 2)
+
+    ((k0, k1), x0), (kc, got, cot, got_n) = _two(sender, receiver)
+    assert kc == [k1[i] if c[i] else k0[i] for i in range(8)]
+    assert all(kc[i] != (k0[i] if c[i] else k1[i]) for i in range(8))
+    assert np.array_equal(got, np.where(c == 1, m1, m0))
+    assert np.array_equal(cot, (x0 + c * delta) % 2**20)
+    assert np.array_equal(got_n, msgs[np.arange(40), cn])
+
+
+@SETTINGS
+@given(m=st.integers(0, 300), seed=st.integers(0, 2**16))
+def test_iknp_rows_are_correlated_by_the_senders_secret(m, seed):
+    """q_j = t_j ^ r_j s for IKNP built directly from base-OT seeds (no channel)."""
+    rng = np.random.default_rng(seed)
+    seeds0 = [rng.bytes(16) for _ in range(KAPPA)]
+    seeds1 = [rng.bytes(16) for _ in range(KAPPA)]
+    s = rng.integers(0, 2, KAPPA)
+    receiver = IKNPReceiver(seeds0, seeds1)
+    sender = IKNPSender(s, [seeds1[i] if s[i] else seeds0[i] for i in range(KAPPA)])
+    r = rng.integers(0, 2, m) > 0  # a boolean mask is a valid choice vector
+    u, t, tw = receiver.extend(r)
+    q, tw2 = sender.extend(u, m)
+    assert np.array_equal(tw, tw2)
+    assert np.array_equal(q, t ^ (r[:, None].astype(np.uint64) * sender.s_block_[None, :]))
+
+
+ITEMS = st.lists(st.one_of(
+    st.integers(-(2**63), 2**63 - 1), st.binary(max_size=20), st.text(max_size=10),
+    st.lists(st.integers(0, 2**64 - 1), max_size=5).map(lambda v: np.array(v, dtype=np.uint64)),
+    st.lists(st.integers(0, 255), max_size=5).map(lambda v: np.array(v, dtype=np.uint8))),
+    max_size=4)
+
+
+@SETTINGS
+@given(items=ITEMS, bits=st.integers(1, 64), seed=st.integers(0, 2**16))
+def test_channel_delivers_items_and_counts_both_ends(items, bits, seed):
+    ring = np.random.default_rng(seed).integers(0, 2**63, 7, dtype=np.uint64) >> np.uint64(
+        max(0, 63 - bits))
+
+    def server(ch):
+        before = ch.stats()
+        ch.send(*items)
+        ch.send_ring(ring, bits)
+        got = ch.recv_one()
+        return got, ch.stats(), ch.stats().minus(before)
+
+    def client(ch):
+        got = ch.recv()
+        values = ch.recv_ring(bits, (7,))
+        ch.send(b"ack")
+        return got, values, ch.stats()
+
+    (ack, s_stats, delta), (got, values, c_stats) = _two(server, client)
+    assert ack == b"ack" and isinstance(s_stats, ChannelStats)
+    assert len(got) == len(items)
+    for g, w in zip(got, items, strict=True):
+        assert np.array_equal(g, w) if isinstance(w, np.ndarray) else g == w
+    assert np.array_equal(values, ring)
+    assert s_stats.bytes_sent == c_stats.bytes_received and s_stats.bytes_received == c_stats.bytes_sent
+    assert delta.messages_sent == 2 and c_stats.rounds >= 1
+    assert s_stats.bytes_total == s_stats.bytes_sent + s_stats.bytes_received
+
+
+def test_tcp_parties_connect_and_malformed_frames_are_channel_errors():
+    srv = listen("127.0.0.1", 0)
+    port = srv.getsockname()[1]
+    box: dict = {}
+    t = threading.Thread(target=lambda: box.setdefault("c", connect("127.0.0.1", port, 5.0)))
+    t.start()
+    server = accept(srv, 5.0)
+    t.join()
+    client = box["c"]
+    client.send(np.arange(3, dtype=np.int64))
+    assert np.array_equal(server.recv_one(), np.arange(3))
+    client.sock.sendall(b"\x05\x00\x00\x00\x00\x00\x00\x00junk!")  # a frame that decodes to nothing
+    with pytest.raises(ChannelError):
+        server.recv()
+    client.close()
+    server.close()
+    srv.close()
+
+
+@pytest.fixture(scope="module")
+def parties():
+    """Two set-up dealer-mode parties; malformed calls must fail before any message is sent
+    (if one did not, the 3 s timeout turns it into a ChannelError and the test fails)."""
+    c0, c1 = channel_pair(timeout=3.0)
+    box: dict = {}
+    t = threading.Thread(target=lambda: box.setdefault(1, Party(c1, Sampler.seeded(1),
+                                                                 dealer=True).setup()))
+    t.start()
+    p0 = Party(c0, Sampler.seeded(0), dealer=True).setup()
+    t.join()
+    yield p0, box[1]
+    c0.close()
+    c1.close()
+
+
+X8 = np.arange(6, dtype=np.uint64)
+SEEDS = [bytes(16)] * KAPPA
+PARTY_BAD = [
+    ("p", lambda p: drelu("party", X8, 8)),
+    ("x", lambda p: drelu(p, X8 + np.uint64(256), 8)),  # a share outside [0, 2^ell)
+    ("x", lambda p: drelu(p, X8 + 0.5, 8)),
+    ("x", lambda p: drelu(p, -np.arange(3), 8)),
+    ("ell", lambda p: drelu(p, X8, 1)),
+    ("ell", lambda p: drelu(p, X8, 65)),
+    ("m", lambda p: drelu(p, X8, 8, m=9)),
+    ("x", lambda p: relu(p, np.full(3, np.nan), 8)),
+    ("ell", lambda p: relu(p, X8, 8.5)),
+    ("b", lambda p: mux(p, [0, 1, 2, 0, 1, 0], X8, 8)),
+    ("b", lambda p: mux(p, [0, 1], X8, 8)),
+    ("x", lambda p: mux(p, np.ones(6, np.uint8), "x", 8)),
+    ("out_bits", lambda p: wrap_shares(p, X8, 8, 0)),
+    ("y", lambda p: wrap_shares(p, X8 + np.uint64(300), 8, 8)),
+    ("new_bits", lambda p: extend(p, X8, 8, 7)),
+    ("new_bits", lambda p: extend(p, X8, 8, 65)),
+    ("shift", lambda p: truncate(p, X8, 8, 8)),
+    ("shift", lambda p: truncate(p, X8, 8, 0)),
+    ("y", lambda p: truncate(p, [[1, 2], [3]], 8, 2)),
+    ("value", lambda p: millionaire(p, X8 + np.uint64(16), 4)),
+    ("nbits", lambda p: millionaire(p, X8, 0)),
+    ("m", lambda p: millionaire(p, X8, 8, m=0)),
+    ("n", lambda p: bit_triples(p, -1)),
+    ("n", lambda p: bit_triples(p, 2.5)),
+    ("y", lambda p: and_gates(p, [0, 1], [1], bit_triples(p, 0))),
+    ("triples", lambda p: and_gates(p, [0, 1], [1, 1], (1, 2))),
+    ("triples", lambda p: and_gates(p, [0, 1], [1, 1], bit_triples(p, 0))),
+    ("x", lambda p: open_arith(p, X8 + np.uint64(256), 8)),
+    ("bits", lambda p: open_arith(p, X8, 0)),
+    ("b", lambda p: open_bool(p, [0, 2])),
+    ("x", lambda p: max_pool(p, np.zeros((4, 4), np.uint64), 2, 8)),
+    ("k", lambda p: max_pool(p, np.zeros((1, 4, 4), np.uint64), 0, 8)),
+    ("k", lambda p: max_pool(p, np.zeros((1, 4, 4), np.uint64), 5, 8)),
+    ("k", lambda p: avg_pool(p, np.zeros((1, 6, 6), np.uint64), 3, 8)),
+    ("ell", lambda p: sum_pool(np.zeros((1, 4, 4), np.uint64), 2, 70)),
+    ("x", lambda p: sum_pool("x", 2, 8)),
+    ("values", lambda p: share([0.5, 1], 8, np.random.default_rng(0))),
+    ("bits", lambda p: share([1, 2], 0, np.random.default_rng(0))),
+    ("rng", lambda p: share([1, 2], 8, 0)),
+    ("ch", lambda p: OTSuite("channel")),
+    ("dealer", lambda p: OTSuite(p.ch, dealer="yes")),
+    ("sampler", lambda p: OTSuite(p.ch, sampler=np.random.default_rng(0))),
+    ("m0", lambda p: p.ot.ot_send(X8, X8[:-1], 8)),
+    ("m0", lambda p: p.ot.ot_send(X8 + np.uint64(256), X8, 8)),
+    ("bits", lambda p: p.ot.cot_send(X8, 0)),
+    ("delta", lambda p: p.ot.cot_both(-np.ones(6, int), np.ones(6, np.uint8), 8)),
+    ("choices", lambda p: p.ot.ot_receive([0, 2], 8)),
+    ("choices", lambda p: p.ot.cot_receive([0.5], 8)),
+    ("messages", lambda p: p.ot.ot_n_send(X8, 2)),
+    ("bits", lambda p: p.ot.ot_n_send(np.zeros((2, 4), np.uint64), 9)),
+    ("choices", lambda p: p.ot.ot_n_receive([16], 4, 2)),
+    ("m", lambda p: p.ot.rot_send(-1)),
+    ("choices", lambda p: p.ot.rot_receive("0101")),
+    ("ch", lambda p: base_ot_send("channel", 4, Sampler.seeded(0))),
+    ("n", lambda p: base_ot_send(p.ch, 0, Sampler.seeded(0))),
+    ("sampler", lambda p: base_ot_send(p.ch, 4, None)),
+    ("choices", lambda p: base_ot_receive(p.ch, [0, 2], Sampler.seeded(0))),
+    ("choices", lambda p: base_ot_receive(p.ch, [], Sampler.seeded(0))),
+    ("s", lambda p: IKNPSender(np.zeros(KAPPA - 1, int), SEEDS)),
+    ("s", lambda p: IKNPSender(np.full(KAPPA, 2), SEEDS)),
+    ("seeds", lambda p: IKNPSender(np.zeros(KAPPA, int), SEEDS[:3])),
+    ("seeds1", lambda p: IKNPReceiver(SEEDS, "seeds")),
+    ("choices", lambda p: IKNPReceiver(SEEDS, SEEDS).extend([0, 2])),
+    ("m", lambda p: IKNPSender(np.zeros(KAPPA, int), SEEDS).extend(np.zeros((KAPPA, 1),
+                                                                            np.uint8), -3)),
+    ("ch", lambda p: Party("channel")),
+    ("sampler", lambda p: Party(p.ch, sampler=3)),
+    ("dealer", lambda p: Party(p.ch, dealer=1)),
+    ("values", lambda p: p.ch.send_ring([256], 8)),
+    ("bits", lambda p: p.ch.send_ring(X8, 65)),
+    ("shape", lambda p: p.ch.recv_ring(8, (-1,))),
+    ("sock", lambda p: Channel("socket", 0)),
+    ("timeout", lambda p: channel_pair(timeout=0)),
+    ("timeout", lambda p: channel_pair(timeout=math.nan)),
+    ("port", lambda p: listen("127.0.0.1", 70000)),
+    ("host", lambda p: listen(None, 0)),
+    ("port", lambda p: connect("127.0.0.1", 0)),
+    ("retry_s", lambda p: connect("127.0.0.1", 9, retry_s=-1)),
+    ("srv", lambda p: accept("server")),
+]
+
+
+@pytest.mark.parametrize(("name", "call"), PARTY_BAD, ids=[f"{i}-{n}" for i, (n, _) in
+                                                           enumerate(PARTY_BAD)])
+def test_two_party_calls_reject_malformed_input_before_sending(parties, name, call):
+    p0, _ = parties
+    sent = p0.ch.stats()
+    _raises(name, lambda: call(p0))
+    assert p0.ch.stats() == sent  # nothing went out: the peer is not left waiting
+
+
+def test_role_and_setup_are_checked():
+    a, b = socket.socketpair()
+    _raises("role", lambda: Channel(a, 2))
+    a.close()
+    b.close()
+    c0, c1 = channel_pair(timeout=3.0)
+    with pytest.raises(NotFittedError, match="setup"):
+        drelu(Party(c0), X8, 8)
+    with pytest.raises(NotFittedError, match="setup"):
+        OTSuite(c0).rot_send(3)
+    c0.close()
+    c1.close()

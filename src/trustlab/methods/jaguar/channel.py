@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trustlab.core.errors import TrustlabError
+from trustlab.core.errors import InputError, TrustlabError
+from trustlab.core.validation import check_scalar
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -173,6 +174,16 @@ def _decode(buf: bytes) -> list:
     return items
 
 
+def _check_timeout(value: float, name: str, where: str) -> float:
+    return check_scalar(value, name, where, lo=0, hi=1e6, closed="right")
+
+
+def _check_bits(bits: int, where: str) -> int:
+    from trustlab.methods.jaguar.checks import check_int
+
+    return check_int(bits, "bits", where, lo=1, hi=64)
+
+
 class Channel:
     """One party's end of a connection; ``role`` 0 is the server, 1 the client.
 
@@ -180,6 +191,13 @@ class Channel:
     """
 
     def __init__(self, sock: socket.socket, role: int, timeout: float = 60.0) -> None:
+        if not isinstance(sock, socket.socket):
+            raise InputError(f"The 'sock' parameter of Channel must be a connected socket. Got "
+                             f"{type(sock).__name__}.")
+        if isinstance(role, bool) or role not in (0, 1):
+            raise InputError(f"The 'role' parameter of Channel must be 0 (server) or 1 (client). "
+                             f"Got {role!r}.")
+        timeout = _check_timeout(timeout, "timeout", "Channel")
         self.sock = sock
         self.role = role
         self.timeout = timeout
@@ -287,9 +305,23 @@ class Channel:
         return self.recv()
 
     def send_ring(self, values: np.ndarray, bits: int) -> None:
+        """Send ring elements mod ``2^bits`` (each must be ``< 2^bits``; none is cut silently)."""
+        from trustlab.methods.jaguar.checks import as_ring_array
+
+        bits = _check_bits(bits, "Channel.send_ring")
+        if not (isinstance(values, np.ndarray) and values.dtype == np.uint64):
+            values = as_ring_array(values, "values", "Channel.send_ring", bits)
+        elif bits < 64 and values.size and int(values.max()) >> bits:
+            raise InputError(f"The 'values' parameter of Channel.send_ring must hold values below "
+                             f"2^bits={bits}. Got {int(values.max())}.")
         self.send(pack_ring(values, bits))
 
     def recv_ring(self, bits: int, shape: tuple[int, ...]) -> np.ndarray:
+        bits = _check_bits(bits, "Channel.recv_ring")
+        from trustlab.methods.jaguar.checks import as_int_array
+
+        shape = tuple(int(v) for v in as_int_array(shape, "shape", "Channel.recv_ring", ndim=1,
+                                                   lo=0, allow_empty=True))
         data = self.recv_one()
         if not isinstance(data, np.ndarray):
             raise ChannelError("Expected a packed ring message.")
@@ -309,6 +341,7 @@ def channel_pair(timeout: float = 60.0) -> tuple[Channel, Channel]:
 
     The handshake needs both ends alive, so the client end is built in a helper thread.
     """
+    timeout = _check_timeout(timeout, "timeout", "channel_pair")
     a, b = socket.socketpair()
     box: dict = {}
 
@@ -327,8 +360,18 @@ def channel_pair(timeout: float = 60.0) -> tuple[Channel, Channel]:
     return server, box["c"]
 
 
+def _check_address(host: str, port: int, where: str, lo: int) -> tuple[str, int]:
+    from trustlab.methods.jaguar.checks import check_int
+
+    if not isinstance(host, str) or not host:
+        raise InputError(f"The 'host' parameter of {where} must be a host name or address. Got "
+                         f"{host!r}.")
+    return host, check_int(port, "port", where, lo=lo, hi=65535)
+
+
 def listen(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     """A listening TCP socket (``port=0`` picks a free one: read ``sock.getsockname()[1]``)."""
+    host, port = _check_address(host, port, "listen", lo=0)
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind((host, port))
@@ -338,6 +381,10 @@ def listen(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
 
 def accept(srv: socket.socket, timeout: float = 60.0) -> Channel:
     """Wait at most ``timeout`` s for the client and return the server's channel."""
+    if not isinstance(srv, socket.socket):
+        raise InputError(f"The 'srv' parameter of accept must be a listening socket (see listen). "
+                         f"Got {type(srv).__name__}.")
+    timeout = _check_timeout(timeout, "timeout", "accept")
     srv.settimeout(timeout)
     try:
         conn, _ = srv.accept()
@@ -349,6 +396,9 @@ def accept(srv: socket.socket, timeout: float = 60.0) -> Channel:
 
 def connect(host: str, port: int, timeout: float = 60.0, retry_s: float = 10.0) -> Channel:
     """Connect to a serving party (retrying for ``retry_s`` s while it starts up)."""
+    host, port = _check_address(host, port, "connect", lo=1)
+    timeout = _check_timeout(timeout, "timeout", "connect")
+    retry_s = check_scalar(retry_s, "retry_s", "connect", lo=0, hi=1e6)
     deadline = time.monotonic() + retry_s
     while True:
         try:

@@ -16,7 +16,7 @@ import numpy as np
 from trustlab.core.errors import InputError
 from trustlab.core.validation import as_float_array, check_scalar
 
-__all__ = ["as_int_array", "as_ring_array", "check_instance", "check_int", "check_power_of_two"]
+__all__ = ["as_bits", "as_int_array", "as_ring_array", "check_instance", "check_int", "check_power_of_two"]
 
 
 def check_int(value: Any, name: str, where: str, lo: int | None = None,
@@ -93,3 +93,22 @@ def as_ring_array(value: Any, name: str, where: str, bits: int, *,
     if arr.dtype == object:
         return np.array([int(v) for v in arr.ravel()], dtype=np.uint64).reshape(arr.shape)
     return arr.astype(np.uint64, copy=False)
+
+
+def as_bits(value: Any, name: str, where: str, *, size: int | None = None,
+            allow_empty: bool = True) -> np.ndarray:
+    """Bits (choice bits, boolean shares) as a flat uint8 array of 0/1: booleans and 0/1
+    integers pass; a 2, a 0.5 or NaN is an error (never reduced mod 2 silently)."""
+    if isinstance(value, np.ndarray) and value.dtype == np.bool_:
+        arr = value.astype(np.uint8).ravel()
+    elif isinstance(value, bool | np.bool_):
+        arr = np.array([int(value)], dtype=np.uint8)
+    else:
+        arr = as_int_array(value, name, where, allow_empty=True, lo=0, hi=1)
+        arr = arr.astype(np.uint8).ravel()
+    if arr.size == 0 and not allow_empty:
+        raise InputError(f"The '{name}' parameter of {where} must not be empty.")
+    if size is not None and arr.size != size:
+        raise InputError(f"The '{name}' parameter of {where} must hold {size} bit(s). Got "
+                         f"{arr.size}.")
+    return arr

@@ -18,17 +18,20 @@ from __future__ import annotations
 import numpy as np
 
 from trustlab.core.errors import InputError
-from trustlab.methods.jaguar.party import Party
+from trustlab.methods.jaguar.checks import as_bits, as_ring_array, check_int
+from trustlab.methods.jaguar.party import Party, check_party
 
 __all__ = ["and_gates", "bit_triples", "millionaire"]
 
 
 def bit_triples(p: Party, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``n`` shared AND triples ``(a, b, c)`` with ``c = a & b``, from 2n random OTs."""
+    check_party(p, "bit_triples")
+    n = check_int(n, "n", "bit_triples", lo=0)
     if n == 0:
         z = np.zeros(0, dtype=np.uint8)
         return z, z, z
-    assert p.ot is not None, "Party.setup() first"
+    assert p.ot is not None
     b_own = p.random_bits(n)
     k0, k1, kb = p.ot.rot_both(n, b_own)
     x0 = (k0[:, 0] & np.uint64(1)).astype(np.uint8)
@@ -43,8 +46,13 @@ def bit_triples(p: Party, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def and_gates(p: Party, x: np.ndarray, y: np.ndarray,
               triples: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
     """Shares of ``x & y`` (Beaver): opens ``x^a`` and ``y^b`` in one exchange."""
-    a, b, c = triples
-    x, y = np.asarray(x, np.uint8).ravel(), np.asarray(y, np.uint8).ravel()
+    check_party(p, "and_gates", setup=False)
+    x = as_bits(x, "x", "and_gates")
+    y = as_bits(y, "y", "and_gates", size=x.size)
+    if not isinstance(triples, tuple | list) or len(triples) != 3:
+        raise InputError("The 'triples' parameter of and_gates must be (a, b, c) from "
+                         "bit_triples.")
+    a, b, c = (as_bits(t, "triples", "and_gates", size=x.size) for t in triples)
     opened = p.ch.exchange(np.packbits(np.concatenate([x ^ a, y ^ b])))[0]
     peer = np.unpackbits(opened)[: 2 * x.size]
     d = (x ^ a) ^ peer[: x.size]
@@ -65,12 +73,12 @@ def _tree_and_count(q: int) -> int:
 
 def millionaire(p: Party, value: np.ndarray, nbits: int, m: int = 4) -> np.ndarray:
     """Boolean shares of ``[a < b]``: P0 passes ``a``, P1 passes ``b`` (uint64, < 2^nbits)."""
-    if not 1 <= m <= 8:
-        raise InputError(f"The leaf width m of the millionaires' protocol must be in [1, 8]. Got {m}.")
-    if not 1 <= nbits <= 64:
-        raise InputError(f"The millionaires' protocol compares 1..64-bit values. Got {nbits}.")
-    assert p.ot is not None, "Party.setup() first"
-    v = np.asarray(value, dtype=np.uint64).ravel()
+    check_party(p, "millionaire")
+    m = check_int(m, "m", "millionaire", lo=1, hi=8)
+    nbits = check_int(nbits, "nbits", "millionaire", lo=1, hi=64)
+    shape = np.shape(value)
+    v = as_ring_array(value, "value", "millionaire", nbits).ravel()
+    assert p.ot is not None
     n = v.size
     q = -(-nbits // m)
     leaves = ((v[:, None] >> (np.arange(q, dtype=np.uint64) * np.uint64(m)))
@@ -106,4 +114,4 @@ def millionaire(p: Party, value: np.ndarray, nbits: int, m: int = 4) -> np.ndarr
             new_lt = np.concatenate([new_lt, lt[:, -1:]], axis=1)
             new_eq = np.concatenate([new_eq, eq[:, -1:]], axis=1)
         lt, eq = new_lt, new_eq
-    return lt[:, 0].reshape(np.shape(value))
+    return lt[:, 0].reshape(shape)

@@ -40,8 +40,9 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from trustlab.core.errors import InputError
+from trustlab.core.errors import InputError, NotFittedError
 from trustlab.methods.jaguar.channel import Channel, ChannelError
+from trustlab.methods.jaguar.checks import as_bits, as_ring_array, check_instance, check_int
 from trustlab.methods.jaguar.sampling import Sampler
 
 __all__ = [
@@ -174,6 +175,9 @@ class _BaseReceiverState:
 
 def base_ot_send(ch: Channel, n: int, sampler: Sampler) -> tuple[list[bytes], list[bytes]]:
     """Sender of ``n`` base OTs with random 16-byte messages: returns ``(k0, k1)``."""
+    check_instance(ch, Channel, "ch", "base_ot_send")
+    n = check_int(n, "n", "base_ot_send", lo=1, hi=1 << 20)
+    check_instance(sampler, Sampler, "sampler", "base_ot_send")
     st = _BaseSenderState(sampler)
     ch.send(st.a_pub)
     return st.finish(ch.recv_one(), n)
@@ -181,12 +185,22 @@ def base_ot_send(ch: Channel, n: int, sampler: Sampler) -> tuple[list[bytes], li
 
 def base_ot_receive(ch: Channel, choices: np.ndarray, sampler: Sampler) -> list[bytes]:
     """Receiver of base OTs: returns ``k_{c_i}`` for each choice bit."""
+    check_instance(ch, Channel, "ch", "base_ot_receive")
+    choices = as_bits(choices, "choices", "base_ot_receive", allow_empty=False)
+    check_instance(sampler, Sampler, "sampler", "base_ot_receive")
     st = _BaseReceiverState(choices, sampler)
     ch.send(st.message)
     return st.finish(ch.recv_one())
 
 
 # -- IKNP -----------------------------------------------------------------------------------
+def _check_seeds(seeds: list[bytes], name: str, where: str) -> None:
+    if (not isinstance(seeds, list | tuple) or len(seeds) != KAPPA
+            or not all(isinstance(k, bytes) and len(k) == 16 for k in seeds)):
+        raise InputError(f"The '{name}' parameter of {where} must be {KAPPA} base-OT keys of 16 "
+                         "bytes each (from base_ot_send / base_ot_receive).")
+
+
 def _bits_to_block(bits: np.ndarray) -> np.ndarray:
     return np.packbits(np.asarray(bits, dtype=np.uint8), bitorder="little").view("<u8").astype(
         np.uint64)
@@ -196,7 +210,9 @@ class IKNPSender:
     """The extension sender (base-OT receiver). ``s_``: (128,) choice bits; ``seeds_``: keys."""
 
     def __init__(self, s: np.ndarray, seeds: list[bytes]) -> None:
-        self.s_ = np.asarray(s, dtype=np.uint8)
+        s = as_bits(s, "s", "IKNPSender", size=KAPPA)
+        _check_seeds(seeds, "seeds", "IKNPSender")
+        self.s_ = s
         self.s_block_ = _bits_to_block(self.s_)
         self.seeds_ = seeds
         self.batch_ = 0
@@ -204,6 +220,7 @@ class IKNPSender:
 
     def extend(self, u: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
         """Given the receiver's ``u`` (128, nbytes), return ``(q rows (m, 2), tweaks (m,))``."""
+        m = check_int(m, "m", "IKNPSender.extend", lo=0)
         nbytes = -(-m // 8)
         if not isinstance(u, np.ndarray) or u.shape != (KAPPA, nbytes) or u.dtype != np.uint8:
             raise ChannelError(f"IKNP: expected a (128, {nbytes}) uint8 matrix from the receiver.")
@@ -224,13 +241,15 @@ class IKNPReceiver:
     """The extension receiver (base-OT sender): holds both seeds of every base OT."""
 
     def __init__(self, seeds0: list[bytes], seeds1: list[bytes]) -> None:
+        _check_seeds(seeds0, "seeds0", "IKNPReceiver")
+        _check_seeds(seeds1, "seeds1", "IKNPReceiver")
         self.seeds0_, self.seeds1_ = seeds0, seeds1
         self.batch_ = 0
         self.count_ = 0
 
     def extend(self, choices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Returns ``(u to send (128, nbytes), t rows (m, 2), tweaks (m,))``."""
-        r = np.asarray(choices, dtype=np.uint8).ravel()
+        r = as_bits(choices, "choices", "IKNPReceiver.extend")
         m = r.size
         nbytes = -(-m // 8)
         g0 = np.stack([_prg(k, self.batch_, nbytes) for k in self.seeds0_])
@@ -266,9 +285,16 @@ class OTSuite:
     """
 
     def __init__(self, ch: Channel, sampler: Sampler | None = None, dealer: bool = False) -> None:
-        self.ch = ch
-        self.sampler = sampler
+        self.ch = check_instance(ch, Channel, "ch", "OTSuite")
+        self.sampler = sampler if sampler is None else check_instance(
+            sampler, Sampler, "sampler", "OTSuite")
+        if not isinstance(dealer, bool):
+            raise InputError(f"The 'dealer' parameter of OTSuite must be a bool. Got {dealer!r}.")
         self.dealer = dealer
+
+    def _ready(self, where: str) -> None:
+        if not (hasattr(self, "_dealer") or hasattr(self, "sender_")):
+            raise NotFittedError(f"Call OTSuite.setup() before OTSuite.{where}.")
 
     def setup(self) -> OTSuite:
         sampler = self.sampler or Sampler.from_os()
@@ -287,12 +313,16 @@ class OTSuite:
     # -- random OT ------------------------------------------------------------------------
     def rot_send(self, m: int) -> tuple[np.ndarray, np.ndarray]:
         """Sender of ``m`` random OTs: ``(k0, k1)`` (m, 2) uint64 (receiver sends one message)."""
+        self._ready("rot_send")
+        m = check_int(m, "m", "OTSuite.rot_send", lo=0)
         if self.dealer:
             return self._dealer.rot_send(m)
         u = self.ch.recv_one()
         return self.sender_.rot(u, m)
 
     def rot_receive(self, choices: np.ndarray) -> np.ndarray:
+        self._ready("rot_receive")
+        choices = as_bits(choices, "choices", "OTSuite.rot_receive")
         if self.dealer:
             return self._dealer.rot_receive(choices)
         u, k = self.receiver_.rot(choices)
@@ -301,6 +331,9 @@ class OTSuite:
 
     def rot_both(self, m_send: int, choices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Random OTs in both directions at once (one latency): ``(k0, k1, k_r)``."""
+        self._ready("rot_both")
+        m_send = check_int(m_send, "m_send", "OTSuite.rot_both", lo=0)
+        choices = as_bits(choices, "choices", "OTSuite.rot_both")
         if self.dealer:
             return (*self._dealer.rot_both(m_send, choices),)
         u, k = self.receiver_.rot(choices)
@@ -311,13 +344,21 @@ class OTSuite:
     # -- chosen-message OT -----------------------------------------------------------------
     def ot_send(self, m0: np.ndarray, m1: np.ndarray, bits: int) -> None:
         """Send ``m0[j]`` or ``m1[j]`` (mod ``2^bits``) by the receiver's choice bit ``j``."""
-        m0, m1 = np.asarray(m0, np.uint64).ravel(), np.asarray(m1, np.uint64).ravel()
+        self._ready("ot_send")
+        bits = check_int(bits, "bits", "OTSuite.ot_send", lo=1, hi=64)
+        m0 = as_ring_array(m0, "m0", "OTSuite.ot_send", bits).ravel()
+        m1 = as_ring_array(m1, "m1", "OTSuite.ot_send", bits).ravel()
+        if m0.size != m1.size:
+            raise InputError(f"The 'm0' and 'm1' parameters of OTSuite.ot_send must have the same "
+                             f"size. Got {m0.size} and {m1.size}.")
         k0, k1 = self.rot_send(m0.size)
         self.ch.send_ring(np.concatenate([_mask(m0 ^ _low_bits(k0, bits), bits),
                                           _mask(m1 ^ _low_bits(k1, bits), bits)]), bits)
 
     def ot_receive(self, choices: np.ndarray, bits: int) -> np.ndarray:
-        c = np.asarray(choices, dtype=np.uint8).ravel()
+        self._ready("ot_receive")
+        bits = check_int(bits, "bits", "OTSuite.ot_receive", lo=1, hi=64)
+        c = as_bits(choices, "choices", "OTSuite.ot_receive")
         k = self.rot_receive(c)
         y = self.ch.recv_ring(bits, (2, c.size))
         return _mask(np.where(c == 1, y[1], y[0]) ^ _low_bits(k, bits), bits)
@@ -325,14 +366,18 @@ class OTSuite:
     # -- correlated OT over Z_{2^bits} ------------------------------------------------------
     def cot_send(self, delta: np.ndarray, bits: int) -> np.ndarray:
         """Correlated OT: the receiver gets ``x0 + c*delta``; returns the sender's random ``x0``."""
-        d = np.asarray(delta, np.uint64).ravel()
+        self._ready("cot_send")
+        bits = check_int(bits, "bits", "OTSuite.cot_send", lo=1, hi=64)
+        d = as_ring_array(delta, "delta", "OTSuite.cot_send", bits).ravel()
         k0, k1 = self.rot_send(d.size)
         x0 = _low_bits(k0, bits)
         self.ch.send_ring(_mask(x0 + d - _low_bits(k1, bits), bits), bits)
         return x0
 
     def cot_receive(self, choices: np.ndarray, bits: int) -> np.ndarray:
-        c = np.asarray(choices, dtype=np.uint8).ravel()
+        self._ready("cot_receive")
+        bits = check_int(bits, "bits", "OTSuite.cot_receive", lo=1, hi=64)
+        c = as_bits(choices, "choices", "OTSuite.cot_receive")
         k = _low_bits(self.rot_receive(c), bits)
         y = self.ch.recv_ring(bits, (c.size,))
         return _mask(k + c.astype(np.uint64) * y, bits)
@@ -340,8 +385,10 @@ class OTSuite:
     def cot_both(self, delta: np.ndarray, choices: np.ndarray, bits: int) -> tuple[np.ndarray,
                                                                                    np.ndarray]:
         """COT as sender (``delta``) and receiver (``choices``) at once: ``(x0, x_c)``."""
-        d = np.asarray(delta, np.uint64).ravel()
-        c = np.asarray(choices, dtype=np.uint8).ravel()
+        self._ready("cot_both")
+        bits = check_int(bits, "bits", "OTSuite.cot_both", lo=1, hi=64)
+        d = as_ring_array(delta, "delta", "OTSuite.cot_both", bits).ravel()
+        c = as_bits(choices, "choices", "OTSuite.cot_both")
         k0, k1, k = self.rot_both(d.size, c)
         x0 = _low_bits(k0, bits)
         y = self.ch.exchange_ring(_mask(x0 + d - _low_bits(k1, bits), bits), bits)
@@ -350,7 +397,12 @@ class OTSuite:
     # -- 1-of-2^m OT ------------------------------------------------------------------------
     def ot_n_send(self, messages: np.ndarray, bits: int) -> None:
         """``messages``: (n_ot, 2^m) values mod ``2^bits``; the receiver picks one per row."""
-        msgs = np.asarray(messages, np.uint64)
+        self._ready("ot_n_send")
+        bits = check_int(bits, "bits", "OTSuite.ot_n_send", lo=1, hi=8)
+        msgs = as_ring_array(messages, "messages", "OTSuite.ot_n_send", bits)
+        if msgs.ndim != 2:
+            raise InputError("The 'messages' parameter of OTSuite.ot_n_send must be 2-D (n_ot, "
+                             f"2^m). Got shape {msgs.shape}.")
         n_ot, n_msg = msgs.shape
         m = n_msg.bit_length() - 1
         if n_msg != 1 << m or m < 1 or bits > 8:
@@ -362,7 +414,11 @@ class OTSuite:
         self.ch.send_ring(_mask(msgs ^ pads, bits), bits)
 
     def ot_n_receive(self, choices: np.ndarray, m: int, bits: int) -> np.ndarray:
-        c = np.asarray(choices, dtype=np.int64).ravel()
+        self._ready("ot_n_receive")
+        where = "OTSuite.ot_n_receive"
+        m = check_int(m, "m", where, lo=1, hi=16)
+        bits = check_int(bits, "bits", where, lo=1, hi=8)
+        c = as_ring_array(choices, "choices", where, m).astype(np.int64).ravel()
         n_ot = c.size
         bit_choices = ((c[:, None] >> np.arange(m)) & 1).astype(np.uint8)  # (n_ot, m)
         k = self.rot_receive(bit_choices.ravel()).reshape(n_ot, m, 2)

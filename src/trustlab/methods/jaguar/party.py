@@ -12,12 +12,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from trustlab.core.errors import InputError, NotFittedError
 from trustlab.methods.jaguar.channel import Channel
+from trustlab.methods.jaguar.checks import (
+    as_bits,
+    as_int_array,
+    as_ring_array,
+    check_instance,
+    check_int,
+)
 from trustlab.methods.jaguar.ot import OTSuite
 from trustlab.methods.jaguar.ring import mask, to_ring
 from trustlab.methods.jaguar.sampling import Sampler
 
-__all__ = ["Party", "open_arith", "open_bool", "share"]
+__all__ = ["Party", "check_party", "open_arith", "open_bool", "share"]
 
 
 @dataclass
@@ -31,6 +39,13 @@ class Party:
     sampler: Sampler | None = None
     dealer: bool = False
     ot: OTSuite | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        check_instance(self.ch, Channel, "ch", "Party")
+        if self.sampler is not None:
+            check_instance(self.sampler, Sampler, "sampler", "Party")
+        if not isinstance(self.dealer, bool):
+            raise InputError(f"The 'dealer' parameter of Party must be a bool. Got {self.dealer!r}.")
 
     @property
     def role(self) -> int:
@@ -53,9 +68,20 @@ class Party:
         return self.rand().bits(shape, bits)
 
 
+def check_party(p: Party, where: str, setup: bool = True) -> Party:
+    """``p`` is a ``Party`` (set up, when the protocol needs OTs): checked before any message."""
+    check_instance(p, Party, "p", where)
+    if setup and p.ot is None:
+        raise NotFittedError(f"Call Party.setup() before {where}.")
+    return p
+
+
 def share(values: np.ndarray, bits: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Split signed integers into two uniform additive shares mod ``2^bits`` (tests, input)."""
-    v = np.asarray(values, dtype=np.int64)
+    bits = check_int(bits, "bits", "share", lo=1, hi=64)
+    v = as_int_array(values, "values", "share", allow_empty=True, lo=-(2**63), hi=2**63 - 1)
+    v = v.astype(np.int64)
+    check_instance(rng, np.random.Generator, "rng", "share")
     s0 = rng.integers(0, 2**bits, v.shape, dtype=np.uint64, endpoint=False) if bits < 64 else (
         rng.integers(0, 2**63, v.shape, dtype=np.uint64) * np.uint64(2))
     return s0, mask(to_ring(v, 64) - s0, bits)
@@ -63,11 +89,17 @@ def share(values: np.ndarray, bits: int, rng: np.random.Generator) -> tuple[np.n
 
 def open_arith(p: Party, x: np.ndarray, bits: int) -> np.ndarray:
     """Reveal an arithmetic sharing to both parties (uint64 mod ``2^bits``)."""
+    check_party(p, "open_arith", setup=False)
+    bits = check_int(bits, "bits", "open_arith", lo=1, hi=64)
+    x = as_ring_array(x, "x", "open_arith", bits)
     other = p.ch.exchange_ring(mask(x, bits), bits)
     return mask(x + other.reshape(np.shape(x)), bits)
 
 
 def open_bool(p: Party, b: np.ndarray) -> np.ndarray:
-    b = np.asarray(b, dtype=np.uint8)
+    """Reveal a boolean sharing (0/1 per party) to both parties."""
+    check_party(p, "open_bool", setup=False)
+    shape = np.shape(b)
+    b = as_bits(b, "b", "open_bool").reshape(shape)
     other = p.ch.exchange_ring(b.astype(np.uint64), 1)
     return b ^ other.reshape(b.shape).astype(np.uint8)

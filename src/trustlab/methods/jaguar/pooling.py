@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from trustlab.core.errors import InputError
-from trustlab.methods.jaguar.party import Party
+from trustlab.methods.jaguar.checks import as_ring_array, check_int
+from trustlab.methods.jaguar.party import Party, check_party
 from trustlab.methods.jaguar.relu import relu, truncate
 from trustlab.methods.jaguar.ring import mask
 
@@ -23,16 +24,28 @@ __all__ = ["avg_pool", "max_pool", "sum_pool", "windows"]
 def windows(x: np.ndarray, k: int) -> np.ndarray:
     """(..., C, H, W) -> (..., C, H//k, W//k, k*k): the pooling windows (floor on the borders)."""
     x = np.asarray(x)
+    if x.ndim < 3:
+        raise InputError(f"The 'x' parameter of a pooling layer must be (..., C, H, W). Got shape "
+                         f"{x.shape}.")
     *lead, c, h, w = x.shape
     if k < 1 or h < k or w < k:
-        raise InputError(f"A pooling window of {k} does not fit an input of {h}x{w}.")
+        raise InputError(f"The pooling window 'k'={k} does not fit an input of {h}x{w}.")
     ho, wo = h // k, w // k
     x = x[..., : ho * k, : wo * k].reshape(*lead, c, ho, k, wo, k)
     return np.moveaxis(x, -3, -2).reshape(*lead, c, ho, wo, k * k)
 
 
+def _args(x: np.ndarray, k: int, ell: int, where: str) -> tuple[np.ndarray, int, int]:
+    ell = check_int(ell, "ell", where, lo=2, hi=64)
+    k = check_int(k, "k", where, lo=1)
+    return as_ring_array(x, "x", where, ell), k, ell
+
+
 def max_pool(p: Party, x: np.ndarray, k: int, ell: int, m: int = 4) -> np.ndarray:
     """Shares of the window maxima (mod ``2^ell``)."""
+    check_party(p, "max_pool")
+    x, k, ell = _args(x, k, ell, "max_pool")
+    m = check_int(m, "m", "max_pool", lo=1, hi=8)
     cur = mask(windows(x, k).astype(np.uint64), ell)
     while cur.shape[-1] > 1:
         half = cur.shape[-1] // 2
@@ -46,13 +59,17 @@ def max_pool(p: Party, x: np.ndarray, k: int, ell: int, m: int = 4) -> np.ndarra
 
 def sum_pool(x: np.ndarray, k: int, ell: int) -> np.ndarray:
     """Window sums (local; exact mod ``2^ell``)."""
+    x, k, ell = _args(x, k, ell, "sum_pool")
     return mask(windows(x, k).astype(np.uint64).sum(axis=-1, dtype=np.uint64), ell)
 
 
 def avg_pool(p: Party, x: np.ndarray, k: int, ell: int) -> np.ndarray:
     """``floor(window mean) - {0, 1}`` for non-negative inputs; ``k*k`` a power of two."""
+    check_party(p, "avg_pool")
+    x, k, ell = _args(x, k, ell, "avg_pool")
     area = k * k
     if area & (area - 1):
-        raise InputError(f"avg_pool divides by truncation: k*k must be a power of two. Got {k}.")
+        raise InputError(f"The 'k' parameter of avg_pool must make k*k a power of two (it "
+                         f"divides by truncation). Got {k}.")
     s = sum_pool(x, k, ell)
     return s if area == 1 else truncate(p, s, ell, area.bit_length() - 1)
