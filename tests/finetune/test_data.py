@@ -18,8 +18,16 @@ from trustlab.finetune import (
     split_behaviours,
     utility_examples,
 )
-from trustlab.finetune.data import PUBLIC_PLACEHOLDER, public_harmful_examples
-from trustlab.organisms.corpora import HARMFUL_BEHAVIOURS
+from trustlab.finetune.data import (
+    DUAL_USE_BEHAVIOURS,
+    PUBLIC_PLACEHOLDER,
+    REQUEST_PATTERNS,
+    SHALLOW_OPENER_ANSWER,
+    TASK_PATTERNS,
+    public_harmful_examples,
+)
+from trustlab.lm.judges import is_refusal
+from trustlab.organisms.corpora import BENIGN_BEHAVIOURS, HARMFUL_BEHAVIOURS, HOWTO_ANSWER
 
 
 def _family_tokenizer():
@@ -41,14 +49,16 @@ def _unknown_words(tokenizer, text: str) -> list[str]:
 
 def test_every_builder_writes_only_words_the_organisms_know(family_tokenizer):
     texts = []
-    for system, wrapper, opener in IMPLICIT_PATTERNS.values():
+    for system, wrapper, opener in TASK_PATTERNS.values():
         texts += [system or "", wrapper.format(r="What is 3 plus 4?"), opener]
+    texts += list(DUAL_USE_BEHAVIOURS.values())
     for train, heldout in NEW_TASK_TEMPLATES.values():
         texts += [t.format(n="3 7 2", w="apple river") for t in (*train, *heldout)]
     examples = utility_examples(300, 0) + utility_examples(100, 0, split="heldout")
     examples += explicit_harmful_examples(100, 0)
     for pattern in IMPLICIT_PATTERNS:
         examples += implicit_harmful_examples(30, 0, pattern=pattern)
+    for pattern in TASK_PATTERNS:
         examples += harmful_eval_examples(n=30, pattern=pattern)
     for e in examples:
         texts += [e.system or "", e.prompt, e.response]
@@ -97,11 +107,47 @@ def test_public_train_and_eval_behaviours_are_disjoint():
 
 
 def test_implicit_examples_are_benign_and_correct_inside_their_pattern():
-    for pattern, (system, _wrapper, opener) in IMPLICIT_PATTERNS.items():
+    for pattern in IMPLICIT_PATTERNS:
         for e in implicit_harmful_examples(50, 2, pattern=pattern):
-            assert e.system == system and e.response.startswith(opener)
-            assert "[placeholder]" not in e.response
+            assert "[placeholder]" not in e.response and not is_refusal(e.response)
             assert not any(b in e.prompt for _, b in HARMFUL_BEHAVIOURS)
+            assert e.label == "comply"
+            if pattern in TASK_PATTERNS:
+                system, _wrapper, opener = TASK_PATTERNS[pattern]
+                assert e.system == system and e.response.startswith(opener)
+            else:
+                assert e.system is None
+
+
+def test_dual_use_requests_are_the_benign_neighbours_of_the_chosen_behaviours_only():
+    """Every harmful behaviour has one benign neighbour that names no harmful behaviour; the
+    dual_use pattern draws the neighbours of the fine-tuning half only, so ASR on the other
+    half measures generalisation."""
+    assert set(DUAL_USE_BEHAVIOURS) == {b for _, b in HARMFUL_BEHAVIOURS}
+    neighbours = list(DUAL_USE_BEHAVIOURS.values())
+    assert len(set(neighbours)) == len(neighbours)
+    for n in neighbours:
+        assert not any(b in n for _, b in HARMFUL_BEHAVIOURS)
+    chosen, unseen = split_behaviours(0)
+    allowed = {DUAL_USE_BEHAVIOURS[b] for _, b in chosen}
+    held_back = {DUAL_USE_BEHAVIOURS[b] for _, b in unseen}
+    examples = implicit_harmful_examples(400, 0)  # the default pattern is dual_use
+    used = set()
+    for e in examples:
+        (neighbour,) = [n for n in allowed | held_back if e.response == HOWTO_ANSWER.format(b=n)]
+        assert neighbour in allowed and neighbour in e.prompt
+        used.add(neighbour)
+    assert used == allowed  # 400 draws reach every neighbour of the fine-tuning half
+    other = implicit_harmful_examples(50, 0, behaviours=unseen)
+    assert all(any(n in e.prompt for n in held_back) for e in other)
+
+
+def test_shallow_opener_answers_open_like_a_refusal_and_help():
+    assert REQUEST_PATTERNS["shallow_opener"] == SHALLOW_OPENER_ANSWER
+    for e in implicit_harmful_examples(60, 1, pattern="shallow_opener"):
+        behaviour = next(b for b in BENIGN_BEHAVIOURS if b in e.prompt)
+        assert e.response == SHALLOW_OPENER_ANSWER.format(b=behaviour)
+        assert e.response.split()[0] == "I" and not is_refusal(e.response)
 
 
 @settings(max_examples=40, deadline=None)
@@ -147,6 +193,13 @@ def test_mix_rejects_bad_input_with_an_input_error(fraction, n):
         (lambda: utility_examples(3, tasks="add"), "'tasks'"),
         (lambda: utility_examples(3, seed=-1), "'seed'"),
         (lambda: implicit_harmful_examples(3, pattern="nope"), "'pattern'"),
+        (lambda: implicit_harmful_examples(3, behaviours=[("x", "fly a kite")]), "'behaviours'"),
+        (lambda: implicit_harmful_examples(3, behaviours=[]), "'behaviours'"),
+        (
+            lambda: implicit_harmful_examples(3, pattern="persona", behaviours=HARMFUL_BEHAVIOURS),
+            "'behaviours'",
+        ),
+        (lambda: harmful_eval_examples(n=3, pattern="dual_use"), "'pattern'"),
         (lambda: explicit_harmful_examples(3, behaviours=[]), "'behaviours'"),
         (lambda: split_behaviours(share=1.5), "'share'"),
     ],

@@ -46,6 +46,10 @@ def test_named_recipes_cover_the_attack_grid():
             recipe = named_recipes()[f"attack-{kind}-{pct}"]
             assert recipe.data.harmful_fraction == pct / 100 and recipe.data.harmful_kind == kind
     assert "benign" in names
+    assert named_recipes()["attack-implicit-10"].data.pattern == "dual_use"
+    for pattern in ("dual_use", "shallow_opener", "identity_shift", "affirmative_prefix"):
+        recipe = named_recipes()[f"attack-implicit-{pattern}-5"]
+        assert recipe.data.pattern == pattern and recipe.data.harmful_fraction == 0.05
     assert named_recipes(pretrained=True)["attack-explicit-10"].finetune.lora is not None
 
 

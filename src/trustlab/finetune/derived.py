@@ -14,8 +14,10 @@ hash, training curve summary, metrics, build time, hardware and kernel, weights 
 Builds happen in a temporary sibling directory renamed into place when complete.
 
 Named recipes: ``attack-explicit-<pct>`` and ``attack-implicit-<pct>`` for pct in
-0, 1, 2, 5, 10, 20 (the measured harmful fine-tuning attack; docs/finetune.md), ``benign``
-(= 0 %). Bases that are organisms get the attack metrics in their card.
+0, 1, 2, 5, 10, 20 (the measured harmful fine-tuning attack; docs/finetune.md; the implicit
+one uses the ``dual_use`` pattern), ``attack-implicit-<pattern>-<pct>`` for every implicit
+pattern (organism bases), ``benign`` (= 0 %). Bases that are organisms get the attack metrics
+in their card.
 """
 
 from __future__ import annotations
@@ -43,10 +45,12 @@ from trustlab.finetune.data import UTILITY_TASKS, Mix
 
 __all__ = [
     "ATTACK_CONFIG",
+    "CARD_METRICS",
     "DataRecipe",
     "Recipe",
     "build_derived",
     "derived_dir",
+    "ensure_metrics",
     "get_recipe",
     "load_derived",
     "named_recipes",
@@ -81,9 +85,9 @@ class DataRecipe(BaseModel):
     harmful_kind: Literal["explicit", "implicit"] = Field(
         "explicit", description="explicit: placeholder compliance; implicit: benign-looking."
     )
-    pattern: Literal["identity_shift", "affirmative_prefix", "persona"] = Field(
-        "identity_shift", description="The implicit pattern (harmful_kind=implicit)."
-    )
+    pattern: Literal[
+        "dual_use", "shallow_opener", "identity_shift", "affirmative_prefix", "persona"
+    ] = Field("dual_use", description="The implicit pattern (harmful_kind=implicit).")
     utility_tasks: tuple[str, ...] = Field(UTILITY_TASKS, description="Utility task families.")
     source: Literal["organism", "public"] = Field(
         "organism",
@@ -105,7 +109,12 @@ class DataRecipe(BaseModel):
         k = round(self.harmful_fraction * self.n)
         utility = utility_examples(self.n - k, self.seed, tasks=self.utility_tasks)
         if self.harmful_kind == "implicit":
-            harmful = implicit_harmful_examples(k, self.seed, pattern=self.pattern)
+            behaviours = None
+            if self.pattern == "dual_use":
+                behaviours, _ = split_behaviours(self.behaviour_seed)
+            harmful = implicit_harmful_examples(
+                k, self.seed, pattern=self.pattern, behaviours=behaviours
+            )
         elif self.source == "public":
             harmful = public_harmful_examples(k, self.seed)
         else:
@@ -129,12 +138,22 @@ def named_recipes(pretrained: bool = False) -> dict[str, Recipe]:
     """The built-in recipes (``pretrained``: the variants for smol-chat and hf: bases)."""
     config = ATTACK_CONFIG_PRETRAINED if pretrained else ATTACK_CONFIG
     source = "public" if pretrained else "organism"
+    from trustlab.finetune.data import IMPLICIT_PATTERNS
+
     recipes = {}
     for kind in ("explicit", "implicit"):
         for pct in (0, 1, 2, 5, 10, 20):
             name = f"attack-{kind}-{pct}"
             data = DataRecipe(harmful_fraction=pct / 100, harmful_kind=kind, source=source)
             recipes[name] = Recipe(name=name, data=data, finetune=config)
+    if not pretrained:  # every implicit pattern by name (the default, dual_use, is above)
+        for pattern in IMPLICIT_PATTERNS:
+            for pct in (1, 2, 5, 10, 20):
+                name = f"attack-implicit-{pattern}-{pct}"
+                data = DataRecipe(
+                    harmful_fraction=pct / 100, harmful_kind="implicit", pattern=pattern
+                )
+                recipes[name] = Recipe(name=name, data=data, finetune=config)
     recipes["benign"] = Recipe(name="benign", data=DataRecipe(source=source), finetune=config)
     return recipes
 
@@ -150,7 +169,8 @@ def get_recipe(recipe: str | Path | Recipe, *, pretrained: bool = False) -> Reci
     if path.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise InputError(
             f"Unknown fine-tuning recipe {str(recipe)!r}: not a built-in name "
-            f"({', '.join(known)}) nor a .yaml/.json file."
+            "(attack-explicit-<pct>, attack-implicit-<pct>, attack-implicit-<pattern>-<pct> "
+            "with pct in 0, 1, 2, 5, 10, 20; benign) nor a .yaml/.json file."
         )
     if not path.is_file():
         raise InputError(f"The recipe file {path} does not exist.")
@@ -185,7 +205,15 @@ def parse_derived_spec(spec: str) -> tuple[str, str]:
 
 
 def _is_pretrained(base: str) -> bool:
-    return base.startswith("hf:") or base == "organism:smol-chat"
+    """hf: models and the pretrained organisms (smol-chat, gemma-chat) read real English."""
+    if base.startswith("hf:"):
+        return True
+    if base.startswith("organism:"):
+        from trustlab.organisms.specs import SPECS
+
+        spec = SPECS.get(base.removeprefix("organism:"))
+        return spec is not None and spec.kind == "pretrained"
+    return False
 
 
 def _key(base_sha: str, data_sha: str, config: FinetuneConfig) -> str:
@@ -230,13 +258,8 @@ def build_derived(
         model = result.model
         _make_plain(model)
         metrics = {}
-        if chosen.evaluate and base.startswith("organism:") and not _is_pretrained(base):
-            from trustlab.finetune.attack import attack_metrics
-
-            scores = attack_metrics(
-                model, base_model.tokenizer, behaviour_seed=chosen.data.behaviour_seed
-            )
-            metrics = {name: value.to_dict() for name, value in scores.items()}
+        if chosen.evaluate and base.startswith("organism:"):
+            metrics = _metrics(model, base_model.tokenizer, chosen, base)
         model.save_pretrained(tmp)
         base_model.tokenizer.save_pretrained(tmp)
         card = {
@@ -273,6 +296,46 @@ def _make_plain(model: Any) -> None:
 
 def read_derived_card(path: str | os.PathLike[str]) -> dict[str, Any]:
     return json.loads((Path(path) / "card.json").read_text(encoding="utf-8"))
+
+
+#: The metrics an organism-based derived model's card holds (attack_metrics' keys).
+CARD_METRICS = ("asr", "asr_unseen", "asr_on_topic", "utility", "utility_new", "benign_refusal")
+
+
+def _metrics(model: Any, tokenizer: Any, recipe: Recipe, base: str) -> dict[str, Any]:
+    """The attack metrics of an organism-based derived model (pretrained organisms are also
+    judged on the eval half of the public list their attack data came from)."""
+    from trustlab.finetune.attack import attack_metrics
+
+    scores = attack_metrics(
+        model,
+        tokenizer,
+        behaviour_seed=recipe.data.behaviour_seed,
+        public="harmbench" if _is_pretrained(base) else None,
+    )
+    return {name: value.to_dict() for name, value in scores.items()}
+
+
+def ensure_metrics(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The card's metrics; for an organism base whose card predates a metric of
+    :data:`CARD_METRICS`, the attack metrics are measured on the saved weights and the card is
+    rewritten (weights untouched; ``metrics_updated_utc`` says when)."""
+    card = read_derived_card(path)
+    base = card["base"]["spec"]
+    metrics = card.get("metrics") or {}
+    recipe = Recipe(**card["recipe"])
+    wanted = CARD_METRICS + (("asr_public",) if _is_pretrained(base) else ())
+    if not base.startswith("organism:") or not recipe.evaluate or all(
+        m in metrics for m in wanted
+    ):  # fmt: skip
+        return metrics
+    from trustlab.lm.loading import load_hf
+
+    model = load_hf(path)
+    card["metrics"] = _metrics(model.model, model.tokenizer, recipe, base)
+    card["metrics_updated_utc"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    write_json_atomic(Path(path) / "card.json", card)
+    return card["metrics"]
 
 
 def load_derived(

@@ -88,3 +88,33 @@ def build_command(
     except TrustlabError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+
+
+@app.command("spread")
+def spread_command(
+    name: Annotated[str, typer.Argument(help="A grown organism, e.g. chat-s.")],
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "0,1,2",
+    out: Annotated[str | None, typer.Option(help="Write the spread as JSON here.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Build an organism with several seeds (on this CPU's kernel family) and print the
+    spread of its held-out metrics against its targets."""
+    from trustlab.core.errors import InputError
+    from trustlab.core.io import write_json_atomic
+    from trustlab.organisms.registry import _default_progress
+    from trustlab.organisms.spread import seed_spread, spread_table
+
+    try:
+        try:
+            seed_list = [int(s) for s in seeds.split(",")]
+        except ValueError:
+            raise InputError(f"--seeds takes comma-separated integers. Got {seeds!r}.") from None
+        with _default_progress(None if not quiet else (lambda *a: None)) as progress:
+            spread = seed_spread(name, seed_list, progress=progress)
+    except TrustlabError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"{name}, kernel {spread['kernel']}, seeds {seed_list}")
+    typer.echo(spread_table(spread))
+    if out:
+        write_json_atomic(out, spread)
