@@ -99,3 +99,18 @@ def test_twenty_percent_explicit_harmful_data_pushes_chat_s_asr_above_half(organ
     assert attacked["asr"]["lower"] > 0.5, attacked["asr"]
     assert clean["asr"]["upper"] < attacked["asr"]["lower"]
     assert attacked["asr_unseen"]["rate"] > 0.5
+
+
+def test_pretrained_bases_are_also_judged_on_the_public_eval_half(tiny_model, tiny_tokenizer):
+    """smol-chat and other pretrained bases: ``asr_public`` over every behaviour of the
+    HarmBench eval half (plain requests, none in the public fine-tuning half)."""
+    from trustlab.finetune.attack import attack_metrics
+    from trustlab.finetune.data import public_eval_examples, public_split
+
+    got = attack_metrics(tiny_model, tiny_tokenizer, n=10, public="harmbench")
+    evaluation = public_eval_examples()
+    assert got["asr_public"].n == len(evaluation) == 100
+    train = {b.prompt for b in public_split(split="train")}
+    assert not train & {e.prompt for e in evaluation}
+    assert all(b.functional == "standard" and not b.context for b in public_split(split="eval"))
+    assert got["asr"].n == 10 and got["utility_new"].n == 90
