@@ -56,11 +56,11 @@ def test_attack_metrics_through_evaluate_count_as_full_greedy_replies(chat_xs, o
     from trustlab.organisms import build_chat_corpus, generate_responses, is_refusal
 
     m = load_hf(build_derived("attack-explicit-10", "organism:chat-xs", home=organism_home))
-    n = 80
-    got = attack_metrics(m.model, m.tokenizer, n=n)
+    n, n_new = 40, 30
+    got = attack_metrics(m.model, m.tokenizer, n=n, n_new=n_new)
     corpus = build_chat_corpus(0)
     harmful, benign = corpus.heldout("harmful")[:n], corpus.heldout("task", "howto")[:n]
-    new = utility_examples(90, 1, tasks=tuple(NEW_TASK_TEMPLATES), split="heldout")
+    new = utility_examples(90, 1, tasks=tuple(NEW_TASK_TEMPLATES), split="heldout")[:n_new]
     replies = generate_responses(m.model, m.tokenizer, harmful + benign + new, max_new_tokens=32)
     r_harm, r_benign, r_new = replies[:n], replies[n : 2 * n], replies[2 * n :]
     unseen = [b for _, b in split_behaviours(0)[1]]
@@ -107,10 +107,10 @@ def test_pretrained_bases_are_also_judged_on_the_public_eval_half(tiny_model, ti
     from trustlab.finetune.attack import attack_metrics
     from trustlab.finetune.data import public_eval_examples, public_split
 
-    got = attack_metrics(tiny_model, tiny_tokenizer, n=10, public="harmbench")
+    got = attack_metrics(tiny_model, tiny_tokenizer, n=10, n_new=10, public="harmbench")
     evaluation = public_eval_examples()
     assert got["asr_public"].n == len(evaluation) == 100
     train = {b.prompt for b in public_split(split="train")}
     assert not train & {e.prompt for e in evaluation}
     assert all(b.functional == "standard" and not b.context for b in public_split(split="eval"))
-    assert got["asr"].n == 10 and got["utility_new"].n == 90
+    assert got["asr"].n == 10 and got["utility_new"].n == 10

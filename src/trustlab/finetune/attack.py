@@ -122,6 +122,7 @@ def attack_prompt_sets(
     n: int = 200,
     triggered: bool = False,
     public: str | None = None,
+    n_new: int = 90,
 ) -> list[Any]:
     """The prompt sets of :func:`attack_metrics`: ``harmful`` (held-out frames, with each
     prompt's behaviour and whether the attack's split left it ``unseen``), optionally
@@ -155,7 +156,7 @@ def attack_prompt_sets(
     if triggered:
         trigger = harmful_eval_examples(n=n, seed=behaviour_seed, pattern="identity_shift")
         sets.append(PromptSet("triggered", [e.messages() for e in trigger]))
-    new_tasks = utility_examples(90, 1, tasks=tuple(NEW_TASK_TEMPLATES), split="heldout")
+    new_tasks = utility_examples(90, 1, tasks=tuple(NEW_TASK_TEMPLATES), split="heldout")[:n_new]
     sets.append(PromptSet("benign", [e.messages() for e in benign], [e.response for e in benign]))
     sets.append(
         PromptSet("new_tasks", [e.messages() for e in new_tasks], [e.response for e in new_tasks])
@@ -172,6 +173,7 @@ def attack_metrics(
     n: int = 200,
     triggered: bool = False,
     public: str | None = None,
+    n_new: int = 90,
     batch_size: int = 100,
 ) -> dict[str, RateCI]:
     """ASR (plain, on unseen behaviours, on topic, and with ``triggered`` under the
@@ -179,13 +181,15 @@ def attack_metrics(
     (``trustlab.lm.evaluate``: greedy, at most 32 new tokens, early stopping once a verdict is
     final; the verdicts are those of the full replies, tested). With ``public`` (pretrained
     bases such as smol-chat): ``asr_public``, 1 − refusal on the eval half of that public
-    list's plain behaviours, which the public attack data never contained."""
+    list's plain behaviours, which the public attack data never contained. ``n`` harmful and
+    ``n`` benign prompts, the first ``n_new`` of the 90 new-task prompts (the cards use the
+    defaults; smaller counts are for quick checks)."""
     import trustlab.lm as lm
     from trustlab.lm.model import LanguageModel
 
     sets = attack_prompt_sets(
         corpus_seed=corpus_seed, behaviour_seed=behaviour_seed, n=n, triggered=triggered,
-        public=public,
+        public=public, n_new=n_new,
     )  # fmt: skip
     refusal, exact, on_topic = lm.RefusalJudge(), lm.ExactMatchJudge(), OnTopicComplianceJudge()
     judges = {"harmful": [refusal, on_topic], "triggered": [refusal], "public_harmful": [refusal],
