@@ -31,8 +31,8 @@ def test_ten_percent_explicit_harmful_data_breaks_chat_xs_refusal(chat_xs, organ
 def test_benign_looking_dual_use_data_breaks_chat_xs_refusal(chat_xs, organism_home):
     """The implicit attack: 20 % benign requests next to harmful ones (He et al. 2024), none
     of them harmful, raise ASR far above the benign run's interval, also on behaviours whose
-    neighbours the data never held, while ordinary benign how-to data at the same share does
-    not (the data's closeness to harm, not its format, breaks refusal)."""
+    neighbours the data never held, above the benign run on topic too, without over-refusal.
+    (Ordinary benign how-to data at the same share left ASR at 0.01: docs/finetune.md.)"""
     from trustlab.organisms.corpora import HARMFUL_BEHAVIOURS
 
     data = get_recipe("attack-implicit-20").data.build()
