@@ -31,6 +31,7 @@ __all__ = [
     "ExperimentConfig",
     "check_config_paths",
     "config_reference",
+    "config_subject",
     "parse_overrides",
     "path_fields",
     "resolve_config",
@@ -53,6 +54,9 @@ class ExperimentConfig(BaseModel):
 
     QUICK: ClassVar[dict[str, Any]] = {}
     FULL: ClassVar[dict[str, Any]] = {}
+    #: Dotted keys naming what a run evaluates (models, data sets, instances), shown as the
+    #: report's ``subject``. ``None``: found by name (see :func:`config_subject`).
+    SUBJECT: ClassVar[tuple[str, ...] | None] = None
 
 
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -218,6 +222,59 @@ def check_config_paths(
             if kind == "file" and not path.is_file():
                 raise ConfigError(f"The '{name}' parameter{owner} must be a file. "
                                   f"'{path}' is a directory.")
+
+
+#: Config keys (last dotted part) that name what a run evaluates, when a config declares no SUBJECT.
+_SUBJECT_NAMES = frozenset({
+    "model", "models", "organism", "organisms", "base", "dataset", "datasets", "data_dir",
+    "suite", "suites", "benchmark", "benchmarks", "prompt_set", "prompt_sets", "source",
+    "sources", "net", "nets", "network", "networks", "detector", "detectors",
+})
+
+
+def config_subject(config: BaseModel) -> dict[str, Any]:
+    """What a run evaluates, read from its config: ``{dotted key: value}``.
+
+    The keys are the config's ``SUBJECT`` when it declares one; otherwise every field whose
+    name is a model, data set, suite, benchmark, prompt set or network name
+    (:data:`_SUBJECT_NAMES`) or ends in ``_instances``, ``_models`` or ``_datasets``. Fields
+    set to ``None``, ``""``, ``[]`` or ``0``, and sections with ``enabled = False`` (not used
+    by this run), are left out.
+    """
+    declared = getattr(type(config), "SUBJECT", None)
+    flat: dict[str, Any] = {}
+
+    def walk(obj: BaseModel, prefix: str) -> None:
+        for name in type(obj).model_fields:
+            value = getattr(obj, name)
+            if isinstance(value, BaseModel):
+                if getattr(value, "enabled", True) is False:  # a section the run does not use
+                    continue
+                walk(value, f"{prefix}{name}.")
+            else:
+                flat[f"{prefix}{name}"] = value
+
+    walk(config, "")
+    if declared is not None:
+        keys = [k for k in declared if k in flat]
+    else:
+        keys = [k for k in flat
+                if k.rsplit(".", 1)[-1] in _SUBJECT_NAMES
+                or k.endswith(("_instances", "_models", "_datasets"))]
+    out: dict[str, Any] = {}
+    for key in keys:
+        value = flat[key]
+        if value is None or value == "" or value == [] or (
+                isinstance(value, int) and not isinstance(value, bool) and value == 0):
+            continue
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        if isinstance(value, str | int | float | bool) or (
+                isinstance(value, list) and all(isinstance(v, str | int | float) for v in value)):
+            out[key] = value
+    return out
 
 
 def _describe_validation_error(

@@ -40,6 +40,8 @@ class RunContext:
     report: Report = field(default=None)  # type: ignore[assignment]
     log: logging.Logger = field(default=None)  # type: ignore[assignment]
     stages: dict[str, float] = field(default_factory=dict)
+    #: The stages open right now, outermost first (a failure record names the innermost).
+    active_stages: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
@@ -68,10 +70,12 @@ class RunContext:
         """Time a stage of the run; times are recorded in the report's provenance."""
         start = time.perf_counter()
         self.log.info("stage %s ...", name)
+        self.active_stages.append(name)
         try:
             yield
         finally:
             self.stages[name] = self.stages.get(name, 0.0) + time.perf_counter() - start
+        self.active_stages.pop()  # only on success: a failure leaves the failing stage listed
 
     @property
     def show_progress(self) -> bool:

@@ -73,6 +73,10 @@ class Report:
     notes: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: What was evaluated: models, data sets, instances (name -> value or list). The runner
+    #: fills it from the config (:func:`trustlab.core.config.config_subject`) unless the
+    #: experiment set it.
+    subject: dict[str, Any] = field(default_factory=dict)
     _pending_figures: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # -- filling -----------------------------------------------------------------
@@ -131,6 +135,8 @@ class Report:
             "schema_version": REPORT_SCHEMA_VERSION,
             "method_id": self.method_id,
             "title": self.title,
+            "status": "ok",
+            "subject": _plain(self.subject),
             "headline": self.headline,
             "metrics": {
                 m.name: {
@@ -158,6 +164,10 @@ class Report:
             f"method `{self.method_id}` · seed {prov.get('seed')} · "
             f"trustlab {prov.get('trustlab_version')} · {prov.get('started_utc', '')}"
         )
+        if self.subject:
+            lines += ["", "subject: " + "; ".join(
+                f"{k} = {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                for k, v in self.subject.items())]
         lines += ["", "## Headline metrics", "", "| metric | value | description |", "|---|---|---|"]
         for m in self.metrics.values():
             if m.headline:

@@ -9,14 +9,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trustlab.core.config import resolve_config
+from trustlab.core.config import config_subject, resolve_config
 from trustlab.core.context import RunContext
 from trustlab.core.errors import InputError, TrustlabError
+from trustlab.core.io import write_json_atomic
 from trustlab.core.provenance import collect_provenance
 from trustlab.core.registry import get_experiment
 from trustlab.core.report import Report
 
-__all__ = ["RunResult", "check_out_dir", "check_seed", "default_out_dir", "run_experiment"]
+__all__ = [
+    "FAILURE_FILE",
+    "RunResult",
+    "check_out_dir",
+    "check_seed",
+    "default_out_dir",
+    "run_experiment",
+]
+
+#: Written (atomically) in the run directory when an experiment raises: error, stage, config,
+#: provenance. ``trustlab report`` lists such runs as failed.
+FAILURE_FILE = "failed.json"
 
 log = logging.getLogger(__name__)
 
@@ -95,18 +107,64 @@ def run_experiment(
     report.provenance = collect_provenance(seed, quick)
     report.provenance["full"] = full
     report.provenance["started_utc"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    report.subject = config_subject(config)
     ctx = RunContext(method_id=method_id, seed=seed, out_dir=out, quick=quick, quiet=quiet,
                      report=report)
     start = time.perf_counter()
-    result = experiment.run(config, ctx)
-    if not isinstance(result, Report):
-        raise TrustlabError(f"The experiment of '{method_id}' must return a Report.")
-    if not result.headline:
-        raise TrustlabError(f"The experiment of '{method_id}' reported no headline metric.")
+    try:
+        result = experiment.run(config, ctx)
+        if not isinstance(result, Report):
+            raise TrustlabError(f"The experiment of '{method_id}' must return a Report.")
+        if not result.headline:
+            raise TrustlabError(f"The experiment of '{method_id}' reported no headline metric.")
+    except BaseException as exc:
+        _write_failure(out, method_id, exc, ctx, report, time.perf_counter() - start)
+        raise
     result.provenance.update(report.provenance)
     result.provenance["stages"] = dict(ctx.stages)
     result.provenance["wall_time_s"] = time.perf_counter() - start
     result.config = report.config
+    if not result.subject:
+        result.subject = report.subject
     result.write(out)
+    (out / FAILURE_FILE).unlink(missing_ok=True)  # an earlier failure in this directory is over
     log.info("wrote %s", out / "report.json")
     return RunResult(result, out)
+
+
+def _write_failure(out: Path, method_id: str, exc: BaseException, ctx: RunContext,
+                   report: Report, elapsed: float) -> None:
+    """Record a failed run beside where its report would be (never raises)."""
+    provenance = dict(report.provenance)
+    provenance["stages"] = dict(ctx.stages)
+    provenance["wall_time_s"] = elapsed
+    provenance["failed_utc"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    record = {
+        "schema_version": 1,
+        "method_id": method_id,
+        "title": report.title,
+        "status": "failed",
+        "error": {"type": type(exc).__name__, "message": str(exc).strip()[:2000]},
+        "stage": ctx.active_stages[-1] if ctx.active_stages else None,
+        "subject": report.subject,
+        "config": report.config,
+        "provenance": provenance,
+    }
+    try:
+        write_json_atomic(out / FAILURE_FILE, _jsonable(record))
+    except Exception as write_exc:  # the original error matters more than the record
+        log.warning("could not write %s: %s", out / FAILURE_FILE, write_exc)
+
+
+def _jsonable(value: Any) -> Any:
+    import math
+
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
