@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 RUNS   ?= runs
 
-.PHONY: setup run test test-fast test-acceptance test-all bench lint clean
+.PHONY: setup browser run test test-fast test-acceptance test-all bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,12 +21,25 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: $(STAMP)
 
+# The dashboard's browser tests drive Debian's headless Chromium (Playwright's own browser
+# download cannot work offline). Installed once when missing and possible (root + apt-get);
+# otherwise those tests skip with the reason (CI sets TRUSTLAB_REQUIRE_BROWSER=1: they fail).
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's chromium and chromium-driver for the browser tests"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      chromium chromium-driver; } >/dev/null 2>&1 \
+	      || echo "warning: could not install chromium; the browser tests will skip"; \
+	  else echo "note: no /usr/bin/chromium or chromedriver (apt-get install chromium chromium-driver); the browser tests will skip"; fi; \
+	fi
+
 # The index is rendered even when a method fails, so the other reports stay viewable;
 # the target still fails with the run's status.
 # `make run FULL=1`: the paper-scale presets (e.g. rheology's whole organism scaling family).
 run: setup
 	@status=0; $(BIN)/trustlab run all --runs $(RUNS) $(if $(FULL),--full,) || status=$$?; \
-	$(BIN)/trustlab report $(RUNS) && echo "HTML index: $(abspath $(RUNS))/index.html"; \
+	$(BIN)/trustlab report $(RUNS) && echo "Dashboard: $(abspath $(RUNS))/index.html (serve it: $(BIN)/trustlab report $(RUNS) --serve)"; \
 	exit $$status
 
 # `make test` (CI, the README's test command) = the default suite, then the acceptance tests
@@ -39,7 +52,7 @@ TEST_LIMIT_S ?=
 ACCEPTANCE_LIMIT_S ?=
 limit = $(if $(1),timeout --foreground $(1),)
 
-test: setup
+test: setup browser
 	@status=0; \
 	$(call limit,$(TEST_LIMIT_S)) $(BIN)/python -m pytest -m "$(FAST_MARK)" || { rc=$$?; \
 	  if [ $$rc -eq 124 ]; then echo "error: the default suite exceeded $(TEST_LIMIT_S) s"; fi; \
@@ -50,13 +63,13 @@ test: setup
 	exit $$status
 
 # The default suite only (no acceptance, no slow tests): what to run while developing.
-test-fast: setup
+test-fast: setup browser
 	$(BIN)/python -m pytest -m "$(FAST_MARK)"
 
 test-acceptance: setup
 	$(BIN)/python -m pytest -m acceptance
 
-test-all: setup
+test-all: setup browser
 	$(BIN)/python -m pytest -m ""
 
 bench: setup

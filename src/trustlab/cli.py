@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -144,16 +145,37 @@ def _run_all(*, quick: bool, full: bool, seed: int, out: Path | None, runs: Path
 
 @app.command("report")
 def report(
-    directory: Annotated[Path, typer.Argument(help="Directory searched for report.json files.")],
+    directory: Annotated[Path, typer.Argument(help="Directory searched for runs (report.json, "
+                                                     "failed.json).")],
+    serve: Annotated[bool, typer.Option("--serve", help="Serve the dashboard on localhost "
+                                                         "after writing it (Ctrl-C stops).")] = False,
+    port: Annotated[int, typer.Option(help="Port for --serve (0: any free port).")] = 8000,
 ) -> None:
-    """Render a static HTML index over every report.json under DIRECTORY."""
+    """Write the offline dashboard over every run under DIRECTORY (index, run pages, comparisons)."""
+    from trustlab.core.errors import InputError
     from trustlab.core.html_index import index_reports
 
+    if serve and not 0 <= port <= 65535:  # before anything is written
+        raise InputError(f"The port must be an integer in [0, 65535]. Got {port}.")
     result = index_reports(directory)
     for path, why in result.damaged:
         typer.echo(f"damaged: {path}: {why}", err=True)
     damaged = f" ({len(result.damaged)} damaged, not shown)" if result.damaged else ""
-    typer.echo(f"{len(result.indexed)} report(s) indexed{damaged}: {result.path}")
+    failed = f", {len(result.failed)} failed run(s)" if result.failed else ""
+    typer.echo(f"{len(result.indexed)} report(s) indexed{failed}{damaged}: {result.path}")
+    if serve:
+        from trustlab.core.dashboard import serve_site
+
+        server = serve_site(directory, port=port, background=True)
+        host, real_port = server.server_address[:2]
+        typer.echo(f"Serving the dashboard at http://{host}:{real_port}/index.html (Ctrl-C stops)")
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.shutdown()
+            server.server_close()
 
 
 @app.command("config")

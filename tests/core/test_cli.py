@@ -151,4 +151,4 @@ def test_report_lists_damaged_reports_with_a_reason(tmp_path):
         "nohead": "has no 'headline'",
     }
     page = (tmp_path / "index.html").read_text()
-    assert "Damaged reports (5, not shown)" in page and "<h2 id=" not in page
+    assert "Damaged files (5, not shown)" in page and "<tr data-run=" not in page

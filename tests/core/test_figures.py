@@ -84,7 +84,8 @@ def test_report_writes_png_with_title_and_alt_text(tmp_path):
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["figures"]["coverage"]["alt"] == info["Description"]
     assert f"![{info['Description']}](figures/coverage.png)" in (tmp_path / "report.md").read_text()
-    page = render_index(tmp_path).read_text()
+    render_index(tmp_path)
+    page = (tmp_path / "report.html").read_text()  # the run's page in the dashboard
     assert "alt='coverage vs alpha: line chart" in page
 
 

@@ -78,8 +78,9 @@ def test_html_index_lists_every_report(toy, tmp_path):
     run_experiment("ipb", seed=2, out_dir=tmp_path / "runs" / "ipb" / "two")
     index = render_index(tmp_path / "runs")
     page = index.read_text()
-    assert page.count("<h2") == 2 and "ipb/one/figures/hist.png" in page
-    assert "<script" not in page and "http" not in page.split("<body>")[1]
+    assert page.count("<tr data-run=") == 2 and "ipb/one/report.html" in page
+    assert "src='figures/hist.png'" in (tmp_path / "runs/ipb/one/report.html").read_text()
+    assert "http" not in page.split("<body>")[1]  # offline: no external link or script
 
 
 def test_report_rejects_bad_names_and_values():
