@@ -21,9 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.errors import DataError, InputError, NotFittedError
 from trustlab.methods.jaguar import (
     KAPPA,
+    AvgPool,
     Channel,
     ChannelError,
     ChannelStats,
@@ -34,18 +35,25 @@ from trustlab.methods.jaguar import (
     FCLayout,
     IKNPReceiver,
     IKNPSender,
+    InferenceResult,
     JaguarClient,
     JaguarParams,
     JaguarServer,
+    LayerCost,
     LinearResponse,
+    MaxPool,
     NoiseBudget,
     NTTContext,
     OTSuite,
     Party,
     PrimeParams,
+    ProtocolConfig,
+    QuantNet,
+    Residual,
     RNSCiphertext,
     Sampler,
     SecretKey,
+    SumPool,
     accept,
     and_gates,
     aux_negacyclic_mul,
@@ -58,13 +66,19 @@ from trustlab.methods.jaguar import (
     cheetah_params,
     connect,
     decrypt,
+    digits_data,
     drelu,
     encrypt,
+    error_bound,
     extend,
     find_ntt_primes,
+    fixed_point_forward,
+    float_forward,
+    from_torch,
     keygen,
     linear_noise_budget,
     listen,
+    load_quantnet,
     max_pool,
     millionaire,
     mod_switch,
@@ -76,13 +90,20 @@ from trustlab.methods.jaguar import (
     phase,
     plan_conv,
     plan_fc,
+    quantise,
+    query,
     relu,
+    run_party,
+    save_quantnet,
+    serve,
     share,
     sum_pool,
     to_ring,
+    train_digits_cnn,
     truncate,
     wrap_shares,
 )
+from trustlab.methods.jaguar.network import Conv, Dense, Flatten, ReLU
 
 SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -696,3 +717,204 @@ def test_role_and_setup_are_checked():
         OTSuite(c0).rot_send(3)
     c0.close()
     c1.close()
+
+
+# -- networks: float and fixed-point forward, (de)serialisation, private inference ----------
+def _tiny_layers(rng: np.random.Generator, c: int = 2) -> tuple:
+    return (Conv(rng.normal(0, 0.4, (c, 1, 3, 3)), rng.normal(0, 0.1, c), 1, 1), ReLU(),
+            MaxPool(2), Residual((Conv(rng.normal(0, 0.4, (c, c, 1, 1)), np.zeros(c)), ReLU())),
+            AvgPool(2), Flatten(), Dense(rng.normal(0, 0.3, (3, c)), rng.normal(0, 0.1, 3)))
+
+
+def _reference_float(layers: tuple, x: np.ndarray) -> np.ndarray:
+    """An independent float reference for _tiny_layers (explicit loops)."""
+    conv, _, _, res, _, _, dense = layers
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1)))
+    h = np.array([[[(xp[:, i:i + 3, j:j + 3] * conv.weight[o]).sum() + conv.bias[o]
+                    for j in range(4)] for i in range(4)] for o in range(conv.weight.shape[0])])
+    h = np.maximum(h, 0).reshape(-1, 2, 2, 2, 2).max(axis=(2, 4))
+    w1 = res.body[0].weight[:, :, 0, 0]
+    h = h + np.maximum(np.einsum("oc,chw->ohw", w1, h), 0)
+    return dense.weight @ h.mean(axis=(1, 2)) + dense.bias
+
+
+@settings(max_examples=4, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), system=st.sampled_from(["jaguar", "cheetah"]),
+       frac=st.integers(6, 10))
+def test_private_inference_stays_within_the_error_bound(seed, system, frac):
+    """Both parties in threads (test-only dealer OTs, N = 4096): the client's logits differ from
+    the plaintext fixed-point network by at most error_bound, which tracks the float network."""
+    rng = np.random.default_rng(seed)
+    layers = _tiny_layers(rng)
+    images = rng.uniform(-1, 1, (2, 1, 4, 4))
+    for x in images:
+        assert np.allclose(float_forward(layers, x), _reference_float(layers, x))
+    net = quantise(layers, frac, (1, 4, 4), classes=3)
+    assert isinstance(net, QuantNet) and any(isinstance(v, SumPool) for v in net.layers)
+    ref = np.stack([fixed_point_forward(net, net.quantise_input(x)) for x in images])
+    floats = np.stack([float_forward(layers, x) for x in images])
+    assert np.abs(ref / 2.0**frac - floats).max() < 0.1
+    cfg = ProtocolConfig(system=system, ell=20, dealer=True, timeout=60.0)
+    none, res = _two(lambda ch: run_party(ch, net, None, cfg, Sampler.seeded(seed)),
+                     lambda ch: run_party(ch, None, images, cfg, Sampler.seeded(seed + 1)),
+                     timeout=60.0)
+    assert none is None and isinstance(res, InferenceResult)
+    bound = error_bound(net, 1.0 if system == "jaguar" else 2.0)
+    assert bound >= 1.0 and np.abs(res.logits - ref).max() <= bound
+    kinds = res.by_kind()
+    assert all(isinstance(c, LayerCost) for c in kinds.values())
+    assert sum(c.bytes for c in kinds.values()) == sum(c.bytes for c in res.layers)
+    assert {"linear", "relu", "maxpool", "sumpool"} <= set(kinds)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**16), frac=st.integers(1, 20))
+def test_save_and_load_round_trip(tmp_path_factory, seed, frac):
+    rng = np.random.default_rng(seed)
+    net = quantise(_tiny_layers(rng, c=3), frac, (1, 4, 4), classes=3)
+    path = tmp_path_factory.mktemp("net") / "net.npz"
+    save_quantnet(net, str(path))
+    back = load_quantnet(path)
+    assert (back.frac_bits, back.input_shape, back.classes) == (frac, (1, 4, 4), 3)
+    x = net.quantise_input(rng.uniform(-1, 1, (1, 4, 4)))
+    assert np.array_equal(fixed_point_forward(back, x), fixed_point_forward(net, x))
+    assert [p.name for p in path.parent.iterdir()] == ["net.npz"]  # no temporary left behind
+
+
+@SETTINGS
+@given(costs=st.lists(st.tuples(st.sampled_from(["linear", "relu", "maxpool"]),
+                                st.floats(0, 10), st.integers(0, 10**6), st.integers(0, 50)),
+                      max_size=8))
+def test_inference_result_sums_costs_per_kind(costs):
+    res = InferenceResult(np.zeros((1, 3), np.int64), [LayerCost(*c) for c in costs])
+    kinds = res.by_kind()
+    assert set(kinds) == {c[0] for c in costs}
+    for kind, total in kinds.items():
+        mine = [c for c in costs if c[0] == kind]
+        assert total.bytes == sum(c[2] for c in mine) and total.rounds == sum(c[3] for c in mine)
+        assert total.seconds == pytest.approx(sum(c[1] for c in mine))
+
+
+def test_digits_data_and_training_are_seeded_and_well_formed():
+    x, y, xt, yt = digits_data(3)
+    assert x.shape[1:] == (1, 8, 8) and xt.shape[1:] == (1, 8, 8) and len(x) + len(xt) == 1797
+    assert x.min() >= 0 and x.max() <= 1 and set(np.unique(y)) == set(range(10))
+    assert np.array_equal(digits_data(3)[1], y) and not np.array_equal(digits_data(4)[1], y)
+    layers = train_digits_cnn(seed=0, epochs=2, channels=(4, 8))
+    assert [type(v).__name__ for v in layers] == ["Conv", "ReLU", "MaxPool", "Conv", "ReLU",
+                                                  "AvgPool", "Flatten", "Dense"]
+    again = train_digits_cnn(seed=0, epochs=2, channels=(4, 8))
+    assert np.array_equal(layers[0].weight, again[0].weight)
+    acc = np.mean([float_forward(layers, v).argmax() == c for v, c in zip(xt, yt, strict=True)])
+    assert acc > 0.5  # two epochs of a narrow net (0.71 measured): far above chance (0.1)
+
+
+def test_torch_converter_agrees_with_torch():
+    torch = pytest.importorskip("torch", reason="the converter is tested when torch is installed")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3, padding=1), torch.nn.BatchNorm2d(2),
+                                torch.nn.ReLU(), torch.nn.AvgPool2d(2), torch.nn.Flatten(),
+                                torch.nn.Linear(8, 3)).eval()
+    model[1].running_var.uniform_(0.5, 2.0)
+    x = torch.rand(1, 1, 4, 4)
+    with torch.no_grad():
+        theirs = model(x)[0].numpy()
+    assert np.allclose(float_forward(from_torch(model), x[0].numpy().astype(float)), theirs,
+                       atol=1e-5)
+    _raises("module", lambda: from_torch([model]))
+    with pytest.raises(InputError, match="does not support"):
+        from_torch(torch.nn.Sequential(torch.nn.Sigmoid()))
+
+
+NET_LAYERS = _tiny_layers(np.random.default_rng(0))
+QNET = quantise(NET_LAYERS, 8, (1, 4, 4), classes=3)
+CFG = ProtocolConfig(dealer=True, timeout=3.0)
+NETWORK_BAD = [
+    ("weight", lambda: Conv(np.full((2, 1, 3, 3), np.nan), np.zeros(2))),
+    ("weight", lambda: Conv(np.zeros((2, 1, 3, 2)), np.zeros(2))),
+    ("weight", lambda: Conv("w", np.zeros(2))),
+    ("bias", lambda: Conv(np.zeros((2, 1, 3, 3)), np.zeros(3))),
+    ("groups", lambda: Conv(np.zeros((3, 1, 3, 3)), np.zeros(3), groups=2)),
+    ("stride", lambda: Conv(np.zeros((2, 1, 3, 3)), np.zeros(2), stride=0)),
+    ("pad", lambda: Conv(np.zeros((2, 1, 3, 3)), np.zeros(2), pad=-1)),
+    ("weight", lambda: Dense(np.zeros(3), np.zeros(3))),
+    ("bias", lambda: Dense(np.zeros((3, 2)), np.zeros(2))),
+    ("k", lambda: MaxPool(0)),
+    ("k", lambda: AvgPool(2.5)),
+    ("k", lambda: SumPool("2")),
+    ("body", lambda: Residual(("relu",))),
+    ("body", lambda: Residual(())),
+    ("shortcut", lambda: Residual((ReLU(),), shortcut=[np.eye(2)])),
+    ("layers", lambda: QuantNet([ReLU(), "dense"], 8, (1, 4, 4))),
+    ("frac_bits", lambda: QuantNet((ReLU(),), 0, (1, 4, 4))),
+    ("input_shape", lambda: QuantNet((ReLU(),), 8, (1, 4))),
+    ("classes", lambda: QuantNet((ReLU(),), 8, (1, 4, 4), classes=0)),
+    ("x", lambda: float_forward(NET_LAYERS, np.zeros((4, 4)))),
+    ("x", lambda: float_forward(NET_LAYERS, np.full((1, 4, 4), np.inf))),
+    ("layers", lambda: float_forward("net", np.zeros((1, 4, 4)))),
+    ("layers", lambda: float_forward((*NET_LAYERS[:1], Dense(np.zeros((3, 5)), np.zeros(3))),
+                                     np.zeros((1, 4, 4)))),  # a Dense layer on a 3-D map
+    ("x_q", lambda: fixed_point_forward(QNET, np.zeros((1, 4, 4)) + 0.5)),
+    ("net", lambda: fixed_point_forward(NET_LAYERS, np.zeros((1, 4, 4), int))),
+    ("net", lambda: error_bound(NET_LAYERS, 1.0)),
+    ("per_trunc", lambda: error_bound(QNET, -1.0)),
+    ("e_in", lambda: error_bound(QNET, 1.0, e_in=float("nan"))),
+    ("classes", lambda: quantise(NET_LAYERS, 8, (1, 4, 4), classes=10)),
+    ("layers", lambda: quantise(NET_LAYERS, 8, (2, 4, 4), classes=3)),  # channels do not fit
+    ("layers", lambda: quantise((Residual((Conv(np.zeros((3, 1, 1, 1)), np.zeros(3)),)),), 8,
+                                (1, 4, 4), classes=3)),  # branches of different shapes
+    ("net", lambda: save_quantnet(NET_LAYERS, "/tmp/x.npz")),
+    ("path", lambda: save_quantnet(QNET, "/no/such/folder/net.npz")),
+    ("path", lambda: save_quantnet(QNET, None)),
+    ("path", lambda: load_quantnet("/no/such/net.npz")),
+    ("seed", lambda: digits_data(-1)),
+    ("seed", lambda: digits_data(0.5)),
+    ("epochs", lambda: train_digits_cnn(epochs=0)),
+    ("channels", lambda: train_digits_cnn(channels=(8,))),
+    ("channels", lambda: train_digits_cnn(channels=(8, 0))),
+    ("kind", lambda: LayerCost("", 0.0, 0, 0)),
+    ("bytes", lambda: LayerCost("relu", 0.0, -1, 0)),
+    ("seconds", lambda: LayerCost("relu", float("nan"), 0, 0)),
+    ("layers", lambda: InferenceResult(np.zeros((1, 3)), [("relu", 0.0, 0, 0)])),
+    ("net", lambda: serve(NET_LAYERS, CFG)),
+    ("cfg", lambda: serve(QNET, {"dealer": True})),
+    ("port_out", lambda: serve(QNET, CFG, port_out=[])),
+    ("port", lambda: serve(QNET, CFG, port=-5)),
+    ("images", lambda: query(np.zeros((1, 4, 4)), CFG)),
+    ("images", lambda: query(np.full((1, 1, 4, 4), np.nan), CFG)),
+    ("cfg", lambda: query(np.zeros((1, 1, 4, 4)), "jaguar")),
+]
+
+
+@pytest.mark.parametrize(("name", "call"), NETWORK_BAD, ids=[f"{i}-{n}" for i, (n, _) in
+                                                             enumerate(NETWORK_BAD)])
+def test_networks_reject_malformed_input(name, call):
+    _raises(name, call)
+
+
+def test_damaged_model_file_is_a_data_error(tmp_path):
+    bad = tmp_path / "net.npz"
+    bad.write_bytes(b"not a zip file")
+    with pytest.raises(DataError, match="Cannot read"):
+        load_quantnet(bad)
+
+
+RUN_BAD = [
+    ("net", lambda ch: run_party(ch, None, None, CFG)),  # the server needs the network
+    ("net", lambda ch: run_party(ch, NET_LAYERS, None, CFG)),
+    ("cfg", lambda ch: run_party(ch, QNET, None, {"system": "jaguar"})),
+    ("sampler", lambda ch: run_party(ch, QNET, None, CFG, sampler=1)),
+    ("ch", lambda ch: run_party("channel", QNET, None, CFG)),
+]
+
+
+@pytest.mark.parametrize(("name", "call"), RUN_BAD, ids=[f"{i}-{n}" for i, (n, _) in
+                                                         enumerate(RUN_BAD)])
+def test_run_party_checks_before_sending(parties, name, call):
+    p0, p1 = parties
+    sent = p0.ch.stats(), p1.ch.stats()
+    _raises(name, lambda: call(p0.ch))
+    for bad in (None, np.zeros((1, 4, 4)), np.full((1, 1, 4, 4), np.nan)):  # the client's side
+        _raises("images", lambda bad=bad: run_party(p1.ch, None, bad, CFG))
+    assert (p0.ch.stats(), p1.ch.stats()) == sent

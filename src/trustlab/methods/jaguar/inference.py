@@ -27,7 +27,7 @@ import numpy as np
 from trustlab.core.errors import InputError
 from trustlab.core.validation import as_float_array, check_choice, check_scalar
 from trustlab.methods.jaguar.channel import Channel, ChannelError, accept, connect, listen
-from trustlab.methods.jaguar.checks import check_int
+from trustlab.methods.jaguar.checks import check_instance, check_int
 from trustlab.methods.jaguar.cheetah import (
     CheetahClient,
     CheetahServer,
@@ -105,6 +105,14 @@ class LayerCost:
     bytes: int
     rounds: int
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, str) or not self.kind:
+            raise InputError(f"The 'kind' parameter of LayerCost must be a layer kind name. Got "
+                             f"{self.kind!r}.")
+        self.seconds = check_scalar(self.seconds, "seconds", "LayerCost", lo=0)
+        self.bytes = check_int(self.bytes, "bytes", "LayerCost", lo=0)
+        self.rounds = check_int(self.rounds, "rounds", "LayerCost", lo=0)
+
 
 @dataclass
 class InferenceResult:
@@ -118,7 +126,12 @@ class InferenceResult:
     setup_seconds: float = 0.0
     setup_bytes: int = 0
 
+    def __post_init__(self) -> None:
+        if not all(isinstance(c, LayerCost) for c in self.layers):
+            raise InputError("The 'layers' parameter of InferenceResult must hold LayerCost items.")
+
     def by_kind(self) -> dict[str, LayerCost]:
+        """Costs summed per layer kind (in order of first appearance)."""
         out: dict[str, LayerCost] = {}
         for c in self.layers:
             cur = out.setdefault(c.kind, LayerCost(c.kind, 0.0, 0, 0))
@@ -398,22 +411,35 @@ class _Engine:
         self.costs.append(LayerCost(kind, time.perf_counter() - t0, d.bytes_total, d.rounds))
 
 
+def _check_images(images: np.ndarray, where: str) -> np.ndarray:
+    """The client's images: a finite, non-empty (B, C, H, W) float array."""
+    if images is None:
+        raise InputError(f"The 'images' parameter of {where} is required on the client "
+                         "(role 1).")
+    return as_float_array(images, "images", where, ndim=4)
+
+
 def run_party(ch: Channel, net: QuantNet | None, images: np.ndarray | None,
               cfg: ProtocolConfig, sampler: Sampler | None = None) -> InferenceResult | None:
     """One party's side. The server passes ``net`` (weights), the client ``images`` (B, C, H, W)
     floats; the client gets an ``InferenceResult``, the server ``None``."""
+    where = "run_party"
+    check_instance(ch, Channel, "ch", where)
+    check_instance(cfg, ProtocolConfig, "cfg", where)
+    if sampler is not None:
+        check_instance(sampler, Sampler, "sampler", where)
+    if ch.role == 0:
+        check_instance(net, QuantNet, "net", where)
+    else:
+        images = _check_images(images, where)
     t_start = time.perf_counter()
     sampler = sampler or Sampler.from_os()
     if ch.role == 0:
-        if net is None:
-            raise InputError("The server needs the network.")
         ch.send(architecture(net), cfg.system, cfg.ell, cfg.n, cfg.leaf_bits, int(cfg.dealer))
         batch = ch.recv_one()
         if not isinstance(batch, int) or batch < 1:
             raise ChannelError("The client sent an invalid batch size.")
     else:
-        if images is None:
-            raise InputError("The client needs the images.")
         arch, system, ell, n, leaf, dealer = ch.recv()
         if (system, ell, n, leaf, bool(dealer)) != (cfg.system, cfg.ell, cfg.n, cfg.leaf_bits,
                                                      cfg.dealer):
@@ -422,9 +448,10 @@ def run_party(ch: Channel, net: QuantNet | None, images: np.ndarray | None,
                 f"this client was configured for {cfg.system} (ell={cfg.ell}, N={cfg.n}, "
                 f"m={cfg.leaf_bits}, dealer={cfg.dealer}).")
         net = public_net(arch)
-        images = np.asarray(images, dtype=np.float64)
         if images.shape[1:] != tuple(net.input_shape):
-            raise InputError(f"Images must have shape (B, {net.input_shape}). Got {images.shape}.")
+            raise InputError(f"The 'images' parameter of run_party must have shape (B, "
+                             f"{', '.join(map(str, net.input_shape))}) for the server's network. "
+                             f"Got {images.shape}.")
         batch = images.shape[0]
         ch.send(batch)
     party = Party(ch, sampler, dealer=cfg.dealer).setup()
@@ -456,6 +483,11 @@ def run_party(ch: Channel, net: QuantNet | None, images: np.ndarray | None,
 def serve(net: QuantNet, cfg: ProtocolConfig, host: str = "127.0.0.1", port: int = 0,
           port_out=None, sampler: Sampler | None = None) -> None:  # type: ignore[no-untyped-def]
     """Serve one client over TCP (``port=0``: a free port, reported through ``port_out.put``)."""
+    check_instance(net, QuantNet, "net", "serve")
+    check_instance(cfg, ProtocolConfig, "cfg", "serve")
+    if port_out is not None and not callable(getattr(port_out, "put", None)):
+        raise InputError("The 'port_out' parameter of serve must be a queue (with .put) or None. "
+                         f"Got {type(port_out).__name__}.")
     srv = listen(host, port)
     try:
         if port_out is not None:
@@ -469,6 +501,8 @@ def serve(net: QuantNet, cfg: ProtocolConfig, host: str = "127.0.0.1", port: int
 def query(images: np.ndarray, cfg: ProtocolConfig, host: str = "127.0.0.1", port: int = 0,
           sampler: Sampler | None = None) -> InferenceResult:
     """Connect to a server and classify ``images`` privately."""
+    images = _check_images(images, "query")
+    check_instance(cfg, ProtocolConfig, "cfg", "query")
     with connect(host, port, cfg.timeout) as ch:
         result = run_party(ch, None, images, cfg, sampler)
     assert result is not None
@@ -491,6 +525,7 @@ def private_inference(net: QuantNet, images: np.ndarray, cfg: ProtocolConfig,
 
     seed: reproducible (insecure) randomness for both parties; ``None`` uses the OS.
     """
+    check_instance(net, QuantNet, "net", "private_inference")
     images = as_float_array(images, "images", "private_inference", ndim=4)
     if images.shape[1:] != tuple(net.input_shape):
         raise InputError(f"The 'images' parameter of private_inference must have shape (B, "

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from trustlab.core.errors import DataError, InputError, MissingDependencyError
-from trustlab.core.validation import as_float_array
+from trustlab.core.validation import as_float_array, check_path, check_scalar
 from trustlab.datasets.digits import load_digits
-from trustlab.methods.jaguar.checks import as_int_array, check_int
+from trustlab.methods.jaguar.checks import as_int_array, check_instance, check_int
 from trustlab.methods.jaguar.layout import conv2d, conv2d_int
 
 __all__ = [
@@ -51,6 +53,16 @@ __all__ = [
 ]
 
 
+def _weights(value: np.ndarray, name: str, where: str, ndim: int) -> np.ndarray:
+    """Float weights (finite) or, once quantised, integer weights, as a numpy array."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iu":
+        if value.ndim != ndim:
+            raise InputError(f"The '{name}' parameter of {where} must be {ndim}-D. Got shape "
+                             f"{value.shape}.")
+        return value
+    return as_float_array(value, name, where, ndim=ndim)
+
+
 @dataclass(frozen=True)
 class Conv:
     weight: np.ndarray  # (O, C/groups, k, k); float, or int64 once quantised
@@ -59,11 +71,38 @@ class Conv:
     pad: int = 0
     groups: int = 1
 
+    def __post_init__(self) -> None:
+        w = _weights(self.weight, "weight", "Conv", 4)
+        b = _weights(self.bias, "bias", "Conv", 1)
+        if w.shape[2] != w.shape[3]:
+            raise InputError(f"The 'weight' parameter of Conv must have square kernels "
+                             f"(O, C/groups, k, k). Got shape {w.shape}.")
+        if b.shape != (w.shape[0],):
+            raise InputError(f"The 'bias' parameter of Conv must have shape ({w.shape[0]},). Got "
+                             f"{b.shape}.")
+        groups = check_int(self.groups, "groups", "Conv", lo=1)
+        if w.shape[0] % groups:
+            raise InputError(f"The 'groups' parameter of Conv must divide the {w.shape[0]} output "
+                             f"channels. Got {groups}.")
+        for name, value in (("weight", w), ("bias", b), ("groups", groups),
+                            ("stride", check_int(self.stride, "stride", "Conv", lo=1)),
+                            ("pad", check_int(self.pad, "pad", "Conv", lo=0))):
+            object.__setattr__(self, name, value)
+
 
 @dataclass(frozen=True)
 class Dense:
     weight: np.ndarray  # (m, d)
     bias: np.ndarray  # (m,)
+
+    def __post_init__(self) -> None:
+        w = _weights(self.weight, "weight", "Dense", 2)
+        b = _weights(self.bias, "bias", "Dense", 1)
+        if b.shape != (w.shape[0],):
+            raise InputError(f"The 'bias' parameter of Dense must have shape ({w.shape[0]},). Got "
+                             f"{b.shape}.")
+        object.__setattr__(self, "weight", w)
+        object.__setattr__(self, "bias", b)
 
 
 @dataclass(frozen=True)
@@ -72,18 +111,26 @@ class ReLU:
 
 
 @dataclass(frozen=True)
-class MaxPool:
+class _Pool:
     k: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "k", check_int(self.k, "k", type(self).__name__, lo=1))
 
 
 @dataclass(frozen=True)
-class AvgPool:
-    k: int
+class MaxPool(_Pool):
+    pass
 
 
 @dataclass(frozen=True)
-class SumPool:
-    k: int
+class AvgPool(_Pool):
+    pass
+
+
+@dataclass(frozen=True)
+class SumPool(_Pool):
+    pass
 
 
 @dataclass(frozen=True)
@@ -91,10 +138,73 @@ class Flatten:
     pass
 
 
+_LAYERS = (Conv, Dense, ReLU, MaxPool, AvgPool, SumPool, Flatten)
+
+
+def _check_layers(layers: tuple, name: str, where: str) -> tuple:
+    if isinstance(layers, _LAYERS):
+        layers = (layers,)
+    if not isinstance(layers, tuple | list) or not all(
+            isinstance(layer, (*_LAYERS, Residual)) for layer in layers):
+        bad = next((type(v).__name__ for v in layers if not isinstance(v, (*_LAYERS, Residual))),
+                   None) if isinstance(layers, tuple | list) else type(layers).__name__
+        raise InputError(f"The '{name}' parameter of {where} must be a tuple of layers (Conv, "
+                         f"Dense, ReLU, MaxPool, AvgPool, SumPool, Flatten, Residual). Got {bad}.")
+    return tuple(layers)
+
+
 @dataclass(frozen=True)
 class Residual:
     body: tuple
     shortcut: tuple = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "body", _check_layers(self.body, "body", "Residual"))
+        object.__setattr__(self, "shortcut", _check_layers(self.shortcut, "shortcut", "Residual"))
+        if not self.body:
+            raise InputError("The 'body' parameter of Residual must hold at least one layer.")
+
+
+def output_shape(layers: tuple, shape: tuple[int, ...], where: str = "the network",
+                 name: str = "layers", _path: str = "") -> tuple:
+    """The output shape of ``layers`` on an input of ``shape``; an InputError names the first
+    layer that does not fit (channels, kernel larger than the padded input, a Dense layer's
+    width, a pooling window larger than the map, a residual whose branches differ)."""
+    shape = tuple(int(v) for v in shape)
+
+    def misfit(i: int, layer: object, need: str) -> InputError:
+        return InputError(f"The '{name}' parameter of {where} does not fit its input: layer "
+                          f"{_path}{i} ({type(layer).__name__}) {need}. Got shape {shape}.")
+
+    for i, layer in enumerate(layers):
+        if isinstance(layer, Conv):
+            o, cg, k, _ = layer.weight.shape
+            if len(shape) != 3 or shape[0] != cg * layer.groups:
+                raise misfit(i, layer, f"needs an input of ({cg * layer.groups}, H, W)")
+            hp, wp = shape[1] + 2 * layer.pad, shape[2] + 2 * layer.pad
+            if k > min(hp, wp):
+                raise misfit(i, layer, f"has a kernel ({k}) larger than its padded input")
+            shape = (o, (hp - k) // layer.stride + 1, (wp - k) // layer.stride + 1)
+        elif isinstance(layer, Dense):
+            if shape != (layer.weight.shape[1],):
+                raise misfit(i, layer, f"needs a vector of {layer.weight.shape[1]} (add Flatten)")
+            shape = (layer.weight.shape[0],)
+        elif isinstance(layer, MaxPool | AvgPool | SumPool):
+            if len(shape) != 3 or layer.k > min(shape[1:]):
+                raise misfit(i, layer, f"has a window ({layer.k}) that does not fit its input")
+            shape = (shape[0], shape[1] // layer.k, shape[2] // layer.k)
+        elif isinstance(layer, Flatten):
+            shape = (math.prod(shape),)
+        elif isinstance(layer, Residual):
+            body = output_shape(layer.body, shape, where, name, f"{_path}{i}.body.")
+            short = output_shape(layer.shortcut, shape, where, name, f"{_path}{i}.shortcut.")
+            if body != short:
+                raise misfit(i, layer, f"adds branches of shapes {body} and {short}")
+            shape = body
+        elif not isinstance(layer, ReLU):
+            raise InputError(f"The '{name}' parameter of {where} holds an unknown layer "
+                             f"{type(layer).__name__}.")
+    return shape
 
 
 @dataclass(frozen=True)
@@ -105,6 +215,14 @@ class QuantNet:
     frac_bits: int
     input_shape: tuple[int, int, int]
     classes: int = field(default=10)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", _check_layers(self.layers, "layers", "QuantNet"))
+        object.__setattr__(self, "frac_bits", check_int(self.frac_bits, "frac_bits", "QuantNet",
+                                                        lo=1, hi=30))
+        shape = as_int_array(self.input_shape, "input_shape", "QuantNet", shape=(3,), lo=1)
+        object.__setattr__(self, "input_shape", tuple(int(v) for v in shape))
+        object.__setattr__(self, "classes", check_int(self.classes, "classes", "QuantNet", lo=1))
 
     def quantise_input(self, x: np.ndarray) -> np.ndarray:
         x = as_float_array(x, "x", "QuantNet.quantise_input", ndim=3)
@@ -145,6 +263,13 @@ def _pool(x: np.ndarray, k: int, op: str) -> np.ndarray:
 
 def float_forward(layers: tuple, x: np.ndarray) -> np.ndarray:
     """The float network on one input (C, H, W) -> logits."""
+    layers = _check_layers(layers, "layers", "float_forward")
+    x = as_float_array(x, "x", "float_forward", ndim=3)
+    output_shape(layers, x.shape, "float_forward")
+    return _float_forward(layers, x)
+
+
+def _float_forward(layers: tuple, x: np.ndarray) -> np.ndarray:
     for layer in layers:
         if isinstance(layer, Conv):
             x = _conv_float(np.asarray(x, dtype=np.float64), layer)
@@ -159,8 +284,8 @@ def float_forward(layers: tuple, x: np.ndarray) -> np.ndarray:
         elif isinstance(layer, Flatten):
             x = np.ravel(x)
         elif isinstance(layer, Residual):
-            x = float_forward(layer.body, x) + (float_forward(layer.shortcut, x)
-                                               if layer.shortcut else x)
+            x = _float_forward(layer.body, x) + (_float_forward(layer.shortcut, x)
+                                                 if layer.shortcut else x)
         else:
             raise InputError(f"Unknown layer {type(layer).__name__}.")
     return x
@@ -173,10 +298,13 @@ def round_shift_int(v: np.ndarray, f: int) -> np.ndarray:
 
 def fixed_point_forward(net: QuantNet, x_q: np.ndarray, layers: tuple | None = None) -> np.ndarray:
     """The plaintext fixed-point reference on one quantised input; int64 logits at scale 2^f."""
+    check_instance(net, QuantNet, "net", "fixed_point_forward")
     f = net.frac_bits
     x = np.asarray(as_int_array(x_q, "x_q", "fixed_point_forward",
                                 shape=tuple(net.input_shape) if layers is None else None),
                    dtype=object)
+    if layers is None:
+        output_shape(net.layers, x.shape, "fixed_point_forward", "net")
     for layer in net.layers if layers is None else layers:
         if isinstance(layer, Conv):
             acc = _grouped(x, layer, lambda xi, wi, c=layer: conv2d_int(xi, wi, c.stride, c.pad))
@@ -205,6 +333,11 @@ def error_bound(net: QuantNet, per_trunc: float, layers: tuple | None = None,
     """A bound (in ulps) on |private - reference| at the output, given each truncation errs by
     at most ``per_trunc`` ulps more than the reference's rounding: ``e' = |W|_inf e / 2^f +
     per_trunc`` per linear layer, ``k^2 e`` per sum-pool, unchanged through ReLU/max."""
+    check_instance(net, QuantNet, "net", "error_bound")
+    per_trunc = check_scalar(per_trunc, "per_trunc", "error_bound", lo=0)
+    e_in = check_scalar(e_in, "e_in", "error_bound", lo=0)
+    if layers is not None:
+        layers = _check_layers(layers, "layers", "error_bound")
     e = e_in
     for layer in net.layers if layers is None else layers:
         if isinstance(layer, Conv | Dense):
@@ -226,6 +359,11 @@ def quantise(layers: tuple, frac_bits: int, input_shape: tuple[int, int, int],
     frac_bits = check_int(frac_bits, "frac_bits", "quantise", lo=1, hi=20)
     shape = as_int_array(input_shape, "input_shape", "quantise", shape=(3,), lo=1)
     classes = check_int(classes, "classes", "quantise", lo=1)
+    layers = _check_layers(layers, "layers", "quantise")
+    out = output_shape(layers, tuple(shape), "quantise")
+    if len(out) == 1 and out != (classes,):
+        raise InputError(f"The network given to quantise outputs {out[0]} logits; the 'classes' "
+                         f"parameter says {classes}.")
     return QuantNet(_quantise(tuple(layers), frac_bits, 1.0), frac_bits,
                     tuple(int(v) for v in shape), classes)
 
@@ -320,27 +458,46 @@ def public_net(arch_json: str) -> QuantNet:
         arrays = {k: np.zeros(v, dtype=np.int64) for k, v in d["shapes"].items()}
         return QuantNet(_unarch(d["layers"], arrays), int(d["frac_bits"]),
                         tuple(d["input_shape"]), int(d["classes"]))
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DataError(f"Malformed network architecture: {exc}.") from exc
 
 
 def save_quantnet(net: QuantNet, path: str) -> None:
+    """Write ``net`` as .npz (arrays and a JSON architecture, no pickle), atomically: a
+    failed write leaves no half-written file."""
+    check_instance(net, QuantNet, "net", "save_quantnet")
+    if not isinstance(path, str | os.PathLike) or not str(path):
+        raise InputError(f"The 'path' parameter of save_quantnet must be a file path. Got "
+                         f"{path!r:.60}.")
+    target = Path(path).expanduser()
+    if not target.parent.is_dir():
+        raise InputError(f"The 'path' parameter of save_quantnet names a folder that does not "
+                         f"exist: '{target.parent}'.")
+    if target.is_dir():
+        raise InputError(f"The 'path' parameter of save_quantnet is a directory: '{target}'.")
     arrays: dict = {}
     spec = _arch(net.layers, arrays, "L")
     meta = json.dumps({"layers": spec, "frac_bits": net.frac_bits,
                        "input_shape": list(net.input_shape), "classes": net.classes})
-    with open(path, "wb") as fh:
-        np.savez(fh, __meta__=np.frombuffer(meta.encode(), dtype=np.uint8), **arrays)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, __meta__=np.frombuffer(meta.encode(), dtype=np.uint8), **arrays)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def load_quantnet(path: str) -> QuantNet:
+    """Read a network written by ``save_quantnet`` (a damaged file is a DataError)."""
+    path = check_path(path, "path", "load_quantnet", kind="file")
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         meta = json.loads(arrays.pop("__meta__").tobytes().decode())
         return QuantNet(_unarch(meta["layers"], arrays), int(meta["frac_bits"]),
                         tuple(meta["input_shape"]), int(meta["classes"]))
-    except (OSError, KeyError, ValueError) as exc:
+    except (OSError, KeyError, ValueError, TypeError, AttributeError, EOFError) as exc:
         raise DataError(f"Cannot read the model file {path}: {exc}.") from exc
 
 
@@ -354,6 +511,9 @@ def from_torch(module) -> tuple:  # type: ignore[no-untyped-def]
     except ImportError as exc:  # pragma: no cover - torch is an optional dependency
         raise MissingDependencyError(
             "from_torch needs PyTorch: pip install 'trustlab[llm]'.") from exc
+    if not isinstance(module, tnn.Module):
+        raise InputError(f"The 'module' parameter of from_torch must be a torch.nn.Module "
+                         f"(an nn.Sequential). Got {type(module).__name__}.")
     out: list = []
     for mod in module.children() if isinstance(module, tnn.Sequential) else [module]:
         if hasattr(mod, "body") and isinstance(mod.body, tnn.Module):
@@ -420,6 +580,7 @@ def _col2im(cols: np.ndarray, shape: tuple, k: int, pad: int) -> np.ndarray:
 
 def digits_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The 8x8 digits in [0, 1], shape (n, 1, 8, 8); a seeded 80/20 split (x, y, x_test, y_test)."""
+    seed = check_int(seed, "seed", "digits_data", lo=0, hi=2**32 - 1)
     train, test = load_digits().split(0.8, seed)
     return train.channels_first, train.labels, test.channels_first, test.labels
 
@@ -428,6 +589,10 @@ def train_digits_cnn(seed: int = 0, epochs: int = 12, channels: tuple[int, int] 
                      ) -> tuple:
     """conv3x3(1->c1) ReLU maxpool2 conv3x3(c1->c2) ReLU avgpool2 flatten dense(->10), trained
     with Adam on the digits training split (numpy; a few seconds)."""
+    seed = check_int(seed, "seed", "train_digits_cnn", lo=0, hi=2**32 - 1)
+    epochs = check_int(epochs, "epochs", "train_digits_cnn", lo=1, hi=10_000)
+    channels = tuple(int(v) for v in as_int_array(channels, "channels", "train_digits_cnn",
+                                                   shape=(2,), lo=1, hi=4096))
     x, y, _, _ = digits_data(seed)
     rng = np.random.default_rng(seed)
     c1, c2 = channels
