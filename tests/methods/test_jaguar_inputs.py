@@ -105,6 +105,8 @@ from trustlab.methods.jaguar import (
 )
 from trustlab.methods.jaguar.network import Conv, Dense, Flatten, ReLU
 
+from ..malformed import ARRAY, INT, OBJECT, Case, malformed_input_tests, scalar
+
 SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 
@@ -918,3 +920,40 @@ def test_run_party_checks_before_sending(parties, name, call):
     for bad in (None, np.zeros((1, 4, 4)), np.full((1, 1, 4, 4), np.nan)):  # the client's side
         _raises("images", lambda bad=bad: run_party(p1.ch, None, bad, CFG))
     assert (p0.ch.stats(), p1.ch.stats()) == sent
+
+
+# -- the house sweep (tests/malformed.py): every corruption of every array/scalar argument ----
+def _enc_dec(message, plain_bits):
+    return decrypt(SK, encrypt(SK, message, plain_bits, Sampler.seeded(0)), plain_bits)
+
+
+def _share(values, bits):
+    return share(values, bits, np.random.default_rng(0))
+
+
+_R = np.random.default_rng(9)
+ARRAY_3D = ARRAY.without("pandas")  # a DataFrame cannot hold a (C, H, W) map
+CASES = [
+    Case("encrypt+decrypt", _enc_dec, {"message": _R.integers(-(2**30), 2**30, (2, P64.n)),
+                                       "plain_bits": 20},
+         {"message": ARRAY, "plain_bits": INT(P64.k, lo=1)}),
+    Case("negacyclic_mul_exact", negacyclic_mul_exact,
+         {"a": _R.integers(-99, 99, 8), "b": _R.integers(-99, 99, 8), "modulus": 257},
+         {"a": ARRAY, "b": ARRAY, "modulus": INT(lo=1).without("None")}),  # None: no reduction
+    Case("share", _share, {"values": _R.integers(-1000, 1000, 6), "bits": 16},
+         {"values": ARRAY.without("extra dimension"), "bits": INT(65, lo=1)}),  # any shape
+    Case("sum_pool", sum_pool, {"x": _R.integers(0, 2**10, (2, 4, 4)), "k": 2, "ell": 16},
+         {"x": ARRAY_3D, "k": INT(5, lo=1), "ell": INT(65, lo=2)}),
+    Case("float_forward", float_forward, {"layers": NET_LAYERS, "x": _R.uniform(-1, 1, (1, 4, 4))},
+         {"layers": OBJECT, "x": ARRAY_3D}),
+    Case("fixed_point_forward", fixed_point_forward,
+         {"net": QNET, "x_q": _R.integers(-256, 256, (1, 4, 4))},
+         {"net": OBJECT, "x_q": ARRAY_3D}),
+    Case("linear_noise_budget", linear_noise_budget, {"params": JP, "max_weight_l2": 100.0},
+         {"params": OBJECT, "max_weight_l2": scalar("non-negative", -1.0)}),
+    Case("error_bound", error_bound, {"net": QNET, "per_trunc": 1.0},
+         {"net": OBJECT, "per_trunc": scalar("non-negative", -0.5)}),
+    Case("digits_data", digits_data, {"seed": 1}, {"seed": INT(lo=0)}),
+]
+
+test_every_corruption_once, test_malformed_input = malformed_input_tests(CASES)

@@ -79,7 +79,7 @@ def check_party(p: Party, where: str, setup: bool = True) -> Party:
 def share(values: np.ndarray, bits: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Split signed integers into two uniform additive shares mod ``2^bits`` (tests, input)."""
     bits = check_int(bits, "bits", "share", lo=1, hi=64)
-    v = as_int_array(values, "values", "share", allow_empty=True, lo=-(2**63), hi=2**63 - 1)
+    v = as_int_array(values, "values", "share", lo=-(2**63), hi=2**63 - 1)
     v = v.astype(np.int64)
     check_instance(rng, np.random.Generator, "rng", "share")
     s0 = rng.integers(0, 2**bits, v.shape, dtype=np.uint64, endpoint=False) if bits < 64 else (

@@ -38,7 +38,7 @@ def windows(x: np.ndarray, k: int) -> np.ndarray:
 def _args(x: np.ndarray, k: int, ell: int, where: str) -> tuple[np.ndarray, int, int]:
     ell = check_int(ell, "ell", where, lo=2, hi=64)
     k = check_int(k, "k", where, lo=1)
-    return as_ring_array(x, "x", where, ell), k, ell
+    return as_ring_array(x, "x", where, ell, allow_empty=False), k, ell
 
 
 def max_pool(p: Party, x: np.ndarray, k: int, ell: int, m: int = 4) -> np.ndarray:

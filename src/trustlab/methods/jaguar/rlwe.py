@@ -122,7 +122,7 @@ def public_keygen(sk: SecretKey, sampler: Sampler) -> PublicKey:
 
 
 def _check_message(m: np.ndarray, n: int) -> np.ndarray:
-    m = as_int_array(m, "message", "encrypt", allow_empty=True)
+    m = as_int_array(m, "message", "encrypt")
     if m.ndim < 1 or m.shape[-1] != n:
         raise InputError(f"The 'message' parameter of encrypt must have N={n} coefficients on "
                          f"its last axis. Got shape {m.shape}.")
