@@ -242,3 +242,18 @@ def test_scripted_double_answers_and_records():
         lm.ScriptedChatModel({}).generate(["nope"])
     with pytest.raises(InputError):
         by_fn.generate("a single string is not a list of conversations")
+
+
+def test_http_sends_image_parts_as_data_urls_and_keys_the_cache_on_them(fresh, tmp_path):
+    from trustlab.vision import image_sha256, neutral_image
+
+    red, blue = neutral_image(1, size=8), neutral_image(2, size=8)
+    client = _client(fresh, tmp_path)
+    convs = [[lm.user_message("what colour", images=[img])] for img in (red, blue)]
+    client.generate(convs, max_new_tokens=3)
+    parts = [r["messages"][0]["content"] for r in fresh.requests]
+    assert all(p[0]["type"] == "image_url" and p[1] == {"type": "text", "text": "what colour"}
+               for p in parts)  # fmt: skip
+    urls = sorted(p[0]["image_url"]["url"] for p in parts)
+    assert sorted(image_sha256(u) for u in urls) == sorted(image_sha256(i) for i in (red, blue))
+    assert len(_cache_files(tmp_path)) == 2  # two images, two keys

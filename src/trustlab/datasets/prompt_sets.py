@@ -67,7 +67,13 @@ def _check_prompt(p: Any, i: int, name: str) -> Any:
                     f"Prompt set {name!r}: prompt {i} is a conversation whose messages need "
                     "'role' and 'content'."
                 )
-            msgs.append({"role": str(m["role"]), "content": str(m["content"])})
+            content = m["content"]
+            if isinstance(content, Sequence) and not isinstance(content, str):
+                from trustlab.lm.content import normalise_content  # image parts (trustlab[llm])
+
+                content = normalise_content(content, f"Prompt set {name!r}: prompt {i} content")
+            msgs.append({"role": str(m["role"]), "content": content if isinstance(content, list)
+                         else str(content)})  # fmt: skip
         if not any(m["role"] == "user" for m in msgs):
             raise InputError(f"Prompt set {name!r}: conversation {i} has no user message.")
         return tuple(msgs)
@@ -125,11 +131,15 @@ class PromptSet:
         return self.references is not None and any(r is not None for r in self.references)
 
     def instruction(self, i: int) -> str:
-        """The last user message of prompt ``i`` (what a judge reads as the request)."""
+        """The last user message of prompt ``i`` (what a judge reads as the request; images
+        shown as ``<image>``)."""
         p = self.prompts[i]
         if isinstance(p, str):
             return p
-        return next(m["content"] for m in reversed(p) if m["role"] == "user")
+        content = next(m["content"] for m in reversed(p) if m["role"] == "user")
+        if isinstance(content, str):
+            return content
+        return " ".join(x["text"] if x["type"] == "text" else "<image>" for x in content)
 
     def reference(self, i: int) -> str | None:
         return None if self.references is None else self.references[i]

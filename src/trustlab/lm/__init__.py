@@ -6,6 +6,10 @@
     with ablate_direction(lm, r):
         replies = HFChatModel(lm).generate(prompts, max_new_tokens=32)
 
+Images: ``load`` gives a :class:`VisionLanguageModel` for LLaVA-style folders and the vision
+organisms; its prompts may hold image parts (``user_message(text, images=[...])``), and every
+tool below takes them (see :mod:`trustlab.lm.multimodal`).
+
 White-box access: ``lm.embed(ids)`` and ``lm.encode(prompts, soft=vectors)`` feed embeddings;
 ``target_logprob``/``token_gradients``/``project_to_tokens`` for attacks; per-head sites,
 ``unembed``, ``logit_lens``, ``direct_logit_attribution`` and ``patch_activations`` for circuits.
@@ -55,6 +59,7 @@ from trustlab.lm.chat import (
     ScriptedChatModel,
     chat_model,
 )
+from trustlab.lm.content import content_text, image_part, normalise_content, user_message
 from trustlab.lm.decoding import (
     Steering,
     exact_match_settled,
@@ -124,6 +129,7 @@ from trustlab.lm.model import (
     Segment,
     SoftAt,
 )
+from trustlab.lm.multimodal import HFVisionTower, RenderedText, VisionLanguageModel
 from trustlab.lm.objectives import (
     TokenGradients,
     TokenProjection,
@@ -168,6 +174,7 @@ __all__ = [
     "ExactMatchJudge",
     "FamilyAdapter",
     "HFChatModel",
+    "HFVisionTower",
     "HarmGate",
     "Intervention",
     "Judge",
@@ -183,6 +190,7 @@ __all__ = [
     "Rate",
     "RefusalDirection",
     "RefusalJudge",
+    "RenderedText",
     "ReplaceActivation",
     "ReplyCache",
     "RowSteering",
@@ -201,6 +209,7 @@ __all__ = [
     "ToolResult",
     "Transform",
     "Verdict",
+    "VisionLanguageModel",
     "ablate_direction",
     "ablation_metric",
     "add_vector",
@@ -208,6 +217,7 @@ __all__ = [
     "capture",
     "chat_model",
     "clamp_projection",
+    "content_text",
     "continuation_ids",
     "cosine_similarity_matrix",
     "diff_in_means",
@@ -221,6 +231,7 @@ __all__ = [
     "greedy_rows",
     "head_component",
     "hook",
+    "image_part",
     "intervene",
     "is_refusal",
     "judge_replies",
@@ -233,6 +244,7 @@ __all__ = [
     "model_fingerprint",
     "next_token_logprobs",
     "next_token_probs",
+    "normalise_content",
     "normalize",
     "parse_tool_call",
     "patch_activations",
@@ -256,4 +268,5 @@ __all__ = [
     "tools_system_prompt",
     "total_variation",
     "unembed",
+    "user_message",
 ]

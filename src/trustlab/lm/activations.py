@@ -149,7 +149,9 @@ def batches(
 ) -> Iterator[tuple[list[int], Any]]:
     """Yield ``(prompt indices, Batch)``; sorting by length keeps padding small.
 
-    A prepared :class:`Batch` is cut into row chunks as it is (its padding is kept).
+    A prepared :class:`Batch` is cut into row chunks as it is (its padding is kept). Prompts
+    with images (a :class:`~trustlab.lm.multimodal.VisionLanguageModel`) are encoded chunk by
+    chunk, images expanded into the tower's vectors.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InputError(f"batch_size must be an integer >= 1. Got {batch_size!r}.")
@@ -164,16 +166,24 @@ def batches(
         for part in steps:
             yield part, prompts.rows(part)
         return
-    token_ids = lm.tokenize(prompts)
-    order = list(range(len(token_ids)))
+    from trustlab.lm.multimodal import check_image_prompts
+
+    images = check_image_prompts(lm, prompts, description)
+    # image prompts: lengths with the images expanded; each chunk encoded with its images
+    token_ids = None if images else lm.tokenize(prompts)
+    lengths = lm.prompt_lengths(list(prompts)) if images else [len(t) for t in token_ids]
+    order = list(range(len(lengths)))
     if sort_by_length:
-        order.sort(key=lambda i: len(token_ids[i]))
+        order.sort(key=lambda i: lengths[i])
     chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     items: Iterable[list[int]] = chunks
     if progress is not None:
         items = progress(chunks, description=description, total=len(chunks))
     for chunk in items:
-        yield chunk, lm.pad([token_ids[i] for i in chunk], padding_side)
+        if token_ids is None:
+            yield chunk, lm.encode([prompts[i] for i in chunk], padding_side)
+        else:
+            yield chunk, lm.pad([token_ids[i] for i in chunk], padding_side)
 
 
 def _n_inputs(prompts: Inputs, what: str) -> int:

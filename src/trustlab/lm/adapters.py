@@ -28,6 +28,7 @@ post-norm of that sum (:mod:`trustlab.lm.attribution` splits it with the norm's 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -301,11 +302,29 @@ def _n_heads(config: object) -> int | None:
     return _n_heads(text) if text is not None and text is not config else None
 
 
+# Where an image-text model (LLaVA-style) keeps its language model, relative to the root.
+_LANGUAGE_MODEL_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.")
+
+
+def _language_model_family(config: object) -> FamilyAdapter | None:
+    """An image-text model's adapter: its text model's family row, paths moved under the
+    language model (``config.text_config.model_type`` names the family)."""
+    family = ADAPTERS.get(str(getattr(getattr(config, "text_config", None), "model_type", "")))
+    if family is None:
+        return None
+
+    def moved(paths: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(pre + p.removeprefix("model.") for pre in _LANGUAGE_MODEL_PREFIXES
+                     for p in paths if p.startswith("model."))  # fmt: skip
+
+    return dataclasses.replace(family, layers=moved(family.layers), final_norm=moved(family.final_norm))
+
+
 def bind_adapter(model: nn.Module) -> BoundAdapter:
     """Find the decoder blocks and site modules of ``model`` from the family table."""
     config = getattr(model, "config", None)
     model_type = str(getattr(config, "model_type", type(model).__name__))
-    family = ADAPTERS.get(model_type)
+    family = ADAPTERS.get(model_type) or _language_model_family(config)
     paths = family.layers if family is not None else _GENERIC_LAYER_PATHS
     norm_paths = family.final_norm if family is not None else _GENERIC_FINAL_NORMS
     final_norm = next((m for m in (_get(model, p) for p in norm_paths) if m is not None), None)

@@ -163,7 +163,9 @@ class ScriptedChatModel:
         if callable(self.script):
             return str(self.script(conv))
         if isinstance(self.script, Mapping):
-            last = next((m["content"] for m in reversed(conv) if m["role"] == "user"), "")
+            from trustlab.lm.content import content_text
+
+            last = content_text(next((m["content"] for m in reversed(conv) if m["role"] == "user"), ""))
             if last in self.script:
                 return self.script[last]
             if self.default is None:
@@ -201,7 +203,8 @@ class OpenAIChatModel:
     """Client of an OpenAI-compatible ``/chat/completions`` endpoint.
 
     Each reply is cached on disk under ``cache_dir`` (when given), keyed by the SHA-256 of the
-    endpoint URL and the full request body (model, messages, max_tokens, temperature, seed);
+    endpoint URL and the full request body (model, messages, max_tokens, temperature, seed;
+    image parts are sent, and keyed, as base64 PNG data URLs);
     a rerun is free and gives the same answers. Only complete, well-formed replies are cached,
     each written atomically. Transient failures (timeouts, connection errors, HTTP 408/429/5xx)
     are retried ``max_retries`` times with exponential backoff; a malformed body raises
@@ -238,9 +241,13 @@ class OpenAIChatModel:
     def request_body(
         self, conversation: list[dict[str, str]], max_new_tokens: int, temperature: float, seed: int
     ) -> dict[str, Any]:
+        from trustlab.lm.content import openai_content
+
         return {
             "model": self.model,
-            "messages": conversation,
+            # image parts go as base64 PNG data URLs (what vLLM and OpenAI accept)
+            "messages": [{"role": m["role"], "content": openai_content(m["content"])}
+                         for m in conversation],
             "max_tokens": int(max_new_tokens),
             "temperature": float(temperature),
             "seed": int(seed),

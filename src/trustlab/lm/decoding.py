@@ -273,7 +273,9 @@ def generate_rows(
     """One reply per prompt (see the module docstring).
 
     ``prompts``: instruction strings or conversations (rendered with the model's chat format;
-    raw strings are tokenised as they are). ``inputs_embeds``: instead of ``prompts``, one
+    raw strings are tokenised as they are); conversations may hold images when ``lm`` is a
+    :class:`~trustlab.lm.multimodal.VisionLanguageModel` (each batch is then decoded from its
+    embeddings, images expanded). ``inputs_embeds``: instead of ``prompts``, one
     [T_i, d_model] tensor per prompt. ``settled``: stop rule (:data:`Settled`). ``steering``:
     per-row additions (:class:`Steering`, ``deltas`` [N, D]). Prompts are sorted by length into
     batches of at most ``batch_size`` rows (results come back in input order). ``cache=False``
@@ -296,7 +298,7 @@ def generate_rows(
             if e.shape[0] == 0:
                 raise InputError(f"inputs_embeds[{i}] is empty (zero positions).")
         lengths = [int(e.shape[0]) for e in embeds]
-        ids = None
+        ids, image_prompts = None, None
         if not cache:
             raise InputError("inputs_embeds needs the KV-cached decoder (cache=True).")
     else:
@@ -304,9 +306,19 @@ def generate_rows(
             raise InputError("generate_rows needs prompts (or inputs_embeds).")
         if isinstance(prompts, str):
             raise InputError("Pass a list of prompts, not a single string.")
-        ids = lm.tokenize(list(prompts))
+        from trustlab.lm.multimodal import check_image_prompts
+
         embeds = None
-        lengths = [len(t) for t in ids]
+        if check_image_prompts(lm, prompts, "generate_rows"):
+            # images: each chunk's prompts become embeddings (images expanded) when decoded
+            image_prompts = list(prompts)
+            ids, lengths = None, lm.prompt_lengths(image_prompts)  # type: ignore[attr-defined]
+            if not cache:
+                raise InputError("Image prompts need the KV-cached decoder (cache=True).")
+        else:
+            image_prompts = None
+            ids = lm.tokenize(list(prompts))
+            lengths = [len(t) for t in ids]
     n = len(lengths)
     if n == 0:
         return []
@@ -336,10 +348,14 @@ def generate_rows(
         for chunk in iterator:
             d = deltas[chunk] if deltas is not None else None
             if cache:
+                if image_prompts is not None:
+                    chunk_embeds = lm.prompt_embeds([image_prompts[i] for i in chunk])  # type: ignore[attr-defined]
+                else:
+                    chunk_embeds = [embeds[i] for i in chunk] if embeds is not None else None
                 got = _decode_chunk(
                     lm,
                     [ids[i] for i in chunk] if ids is not None else None,
-                    [embeds[i] for i in chunk] if embeds is not None else None,
+                    chunk_embeds,
                     list(chunk),
                     steering,
                     d,

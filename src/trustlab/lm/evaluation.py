@@ -61,6 +61,8 @@ import numpy as np
 from trustlab.core.errors import InputError
 from trustlab.datasets.prompt_sets import PromptSet, load_prompt_set
 from trustlab.lm.chat import ChatModel, HFChatModel, chat_model
+from trustlab.lm.content import content_key
+from trustlab.lm.formatting import as_conversation
 from trustlab.lm.judges import JudgeItem, Rate, Verdict, binomial_rate
 from trustlab.lm.model import LanguageModel
 from trustlab.lm.reply_cache import ReplyCache, fingerprint_of, model_fingerprint
@@ -125,23 +127,34 @@ class Transform:
         return fingerprint_of([self.name, self.encode, self.decode, self.prefix_safe])
 
 
-def _encode_conversation(transform: Any, conv: list[dict[str, str]]) -> list[dict[str, str]]:
+def _encode_content(transform: Any, content: Any) -> Any:
+    """A transform encodes a user message's text; image parts pass unchanged."""
+    if isinstance(content, str):
+        return transform.encode(content)
+    return [{"type": "text", "text": transform.encode(p["text"])} if p["type"] == "text" else p
+            for p in content]  # fmt: skip
+
+
+def _encode_conversation(transform: Any, conv: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if transform is None:
         return conv
     if hasattr(transform, "encode_conversation"):
-        out = transform.encode_conversation([dict(m) for m in conv])
-        return [{"role": str(m["role"]), "content": str(m["content"])} for m in out]
+        return as_conversation(transform.encode_conversation([dict(m) for m in conv]))
     return [
-        {"role": m["role"], "content": transform.encode(m["content"]) if m["role"] == "user"
-         else m["content"]}
+        {"role": m["role"], "content": _encode_content(transform, m["content"])
+         if m["role"] == "user" else m["content"]}
         for m in conv
     ]  # fmt: skip
 
 
-def _as_conv(prompt: Any) -> list[dict[str, str]]:
-    if isinstance(prompt, str):
-        return [{"role": "user", "content": prompt}]
-    return [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
+def _as_conv(prompt: Any) -> list[dict[str, Any]]:
+    """A prompt as a conversation; image parts kept (as RGB PIL images)."""
+    return as_conversation(prompt)
+
+
+def _conversation_key(conv: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A conversation for a cache key: images by their pixel hash."""
+    return [{"role": m["role"], "content": content_key(m["content"])} for m in conv]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -697,7 +710,7 @@ def _generate_group(
         keys = [
             ReplyCache.key({
                 "model": fingerprint,
-                "conversation": c,
+                "conversation": _conversation_key(c),
                 "decoding": decoding.record(),
                 "interventions": int_fp,
                 "stop": sk,

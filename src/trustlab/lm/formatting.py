@@ -26,12 +26,34 @@ __all__ = ["as_conversation", "format_chat", "format_plain"]
 Conversation = Sequence[Mapping[str, str]]
 
 
-def as_conversation(prompt: str | Conversation) -> list[dict[str, str]]:
-    """A user instruction string becomes a one-message conversation; conversations are copied."""
+def _content(value: Any) -> Any:
+    """A message content: text as a string; a list of parts (images) normalised
+    (:func:`trustlab.lm.content.normalise_content`)."""
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        from trustlab.lm.content import normalise_content
+
+        return normalise_content(value)
+    return str(value)
+
+
+def _template_view(conv: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a chat template sees: image parts as ``{"type": "image"}`` markers (HF style)."""
+    return [
+        {"role": m["role"], "content": m["content"] if isinstance(m["content"], str) else [
+            {"type": "image"} if p["type"] == "image" else p for p in m["content"]]}
+        for m in conv
+    ]  # fmt: skip
+
+
+def as_conversation(prompt: str | Conversation) -> list[dict[str, Any]]:
+    """A user instruction string becomes a one-message conversation; conversations are copied.
+
+    A content that is a list of parts (text and images, :mod:`trustlab.lm.content`) stays a
+    list, with its images as RGB PIL images."""
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
     try:
-        return [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
+        return [{"role": str(m["role"]), "content": _content(m["content"])} for m in prompt]
     except (KeyError, TypeError) as exc:
         raise InputError(
             "A conversation is a list of {'role': ..., 'content': ...} messages. "
@@ -41,7 +63,9 @@ def as_conversation(prompt: str | Conversation) -> list[dict[str, str]]:
 
 def format_plain(conversation: Conversation, add_generation_prompt: bool = True) -> str:
     """The plain template (see the module docstring)."""
-    lines = [f"{str(m['role']).capitalize()}: {m['content']}" for m in conversation]
+    from trustlab.lm.content import content_text
+
+    lines = [f"{str(m['role']).capitalize()}: {content_text(m['content'])}" for m in conversation]
     if add_generation_prompt:
         lines.append("Assistant:")
     return "\n".join(lines)
@@ -62,7 +86,7 @@ def format_chat(
     add_generation_prompt: bool = True,
 ) -> str:
     """Render ``conversation`` with ``template`` (a tokenizer, a Jinja string or None)."""
-    conv = as_conversation(conversation)
+    conv = _template_view(as_conversation(conversation))
     if template is None:
         return format_plain(conv, add_generation_prompt)
     if isinstance(template, str):

@@ -108,7 +108,12 @@ def load_hf(
     device: str | None = None,
     attn_implementation: str | None = None,
 ) -> LanguageModel:
-    """Load a local Hugging Face causal LM and its tokenizer (never touches a hub)."""
+    """Load a local Hugging Face causal LM and its tokenizer (never touches a hub).
+
+    A folder whose config has a ``vision_config`` and a ``text_config`` (LLaVA-style) loads as
+    a :class:`~trustlab.lm.multimodal.VisionLanguageModel` (``AutoModelForImageTextToText``
+    plus its ``AutoProcessor``): its language model carries the sites, its prompts may hold
+    images."""
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
@@ -137,6 +142,11 @@ def load_hf(
     model_kwargs = dict(kwargs, **{dtype_key: _torch_dtype(dtype)})
     if attn_implementation is not None:
         model_kwargs["attn_implementation"] = attn_implementation
+    if "gguf_file" not in kwargs:
+        from trustlab.lm.multimodal import is_image_text_checkpoint, load_image_text
+
+        if is_image_text_checkpoint(folder):  # LLaVA-style: AutoModelForImageTextToText + processor
+            return load_image_text(folder, model_kwargs=model_kwargs, device=device)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder), **kwargs)
         model = AutoModelForCausalLM.from_pretrained(str(folder), **model_kwargs)

@@ -94,6 +94,10 @@ def _lm_fingerprint(lm: Any) -> str:
     for name, tensor in lm.model.state_dict().items():
         h.update(name.encode())
         _update(h, tensor)
+    extra = getattr(lm, "vision_state_dict", None)  # a vision tower outside lm.model
+    for name, tensor in (extra() if callable(extra) else {}).items():
+        h.update(f"vision.{name}".encode())
+        _update(h, tensor)
     return h.hexdigest()
 
 
