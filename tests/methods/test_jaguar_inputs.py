@@ -957,3 +957,25 @@ CASES = [
 ]
 
 test_every_corruption_once, test_malformed_input = malformed_input_tests(CASES)
+
+
+@pytest.mark.parametrize("args", [
+    ["query", "--image", "digits:0-1", "--network", "moon", "--port", "1"],  # not after the run
+    ["query", "--image", "/no/such/images.npy", "--port", "1"],
+    ["serve", "--system", "foo"],  # before training the model
+    ["export-digits", "--out", "/no/such/folder/net.npz"],  # before training, not after
+], ids=["network", "image", "system", "out"])
+def test_cli_checks_options_before_any_work(args):
+    """Each bad option is an InputError (exit 2 from `trustlab`) raised before the model is
+    trained or a connection attempted (the query port 1 would retry for 10 s)."""
+    import time
+
+    from typer.testing import CliRunner
+
+    from trustlab.cli import _mount_method_clis, app
+
+    _mount_method_clis(["jaguar"])
+    start = time.perf_counter()
+    res = CliRunner().invoke(app, ["jaguar", *args])
+    assert isinstance(res.exception, InputError), res.output
+    assert time.perf_counter() - start < 5.0

@@ -54,6 +54,8 @@ def export_digits(
     """Train the embedded digits CNN, quantise it and save it (no pickle)."""
     from trustlab.methods.jaguar.network import save_quantnet
 
+    if not out.expanduser().parent.is_dir() or out.is_dir():  # before the training, not after
+        raise InputError(f"--out must name a file in an existing folder. Got '{out}'.")
     save_quantnet(_load_model("digits", frac_bits), str(out))
     typer.echo(f"saved {out}")
 
@@ -72,9 +74,10 @@ def serve(
     from trustlab.methods.jaguar.inference import ProtocolConfig
     from trustlab.methods.jaguar.inference import serve as serve_one
 
+    cfg = ProtocolConfig(system=system, ell=ell, timeout=timeout)  # checked before the model
     net = _load_model(model, frac_bits)
     typer.echo(f"serving {model} ({system}, ell={ell}) on {host}:{port}")
-    serve_one(net, ProtocolConfig(system=system, ell=ell, timeout=timeout), host, port)
+    serve_one(net, cfg, host, port)
 
 
 @app.command()
@@ -89,11 +92,13 @@ def query(
     timeout: Annotated[float, typer.Option("--timeout")] = 120.0,
 ) -> None:
     """Classify images privately (the client holds the images)."""
-    from trustlab.methods.jaguar.inference import ProtocolConfig, estimate_time
+    from trustlab.core.validation import check_choice
+    from trustlab.methods.jaguar.inference import NETWORKS, ProtocolConfig, estimate_time
     from trustlab.methods.jaguar.inference import query as query_one
 
-    res = query_one(_load_images(image), ProtocolConfig(system=system, ell=ell, timeout=timeout),
-                    host, port)
+    check_choice(network, "--network", sorted(NETWORKS), "jaguar query")  # before the session
+    cfg = ProtocolConfig(system=system, ell=ell, timeout=timeout)
+    res = query_one(_load_images(image), cfg, host, port)
     typer.echo(f"predictions: {res.logits.argmax(1).tolist()}")
     typer.echo(f"online: {res.seconds:.2f} s, {res.bytes / 2**20:.2f} MiB, {res.rounds} latencies; "
                f"setup {res.setup_seconds:.2f} s, {res.setup_bytes / 2**20:.2f} MiB")
