@@ -100,3 +100,43 @@ def test_lm_load_resolves_a_recipe_file_on_an_organism(chat_xs, organism_home, t
     direct = read_derived_card(build_derived(SMALL, "organism:chat-xs", home=organism_home))
     assert weights_sha256(model.model) == direct["weights_sha256"]
     assert generate_responses(model.model, model.tokenizer, [], max_new_tokens=4) == []
+
+
+def test_a_seeded_recipe_redraws_data_and_order_but_keeps_the_judged_split():
+    from trustlab.finetune import get_recipe, seeded_recipe
+
+    base = get_recipe("attack-implicit-5")
+    assert seeded_recipe(base, 0) == base == get_recipe("attack-implicit-5-seed0")
+    two = get_recipe("attack-implicit-5-seed2")
+    assert two == seeded_recipe(base, 2) and two.name == "attack-implicit-5-seed2"
+    assert (two.data.seed, two.finetune.seed) == (2, 2)
+    assert two.data.behaviour_seed == base.data.behaviour_seed  # same unseen behaviours
+    assert two.data.model_copy(update={"seed": 0}) == base.data
+    assert two.finetune.model_copy(update={"seed": 0}).key() == base.finetune.key()
+    small = SMALL.model_copy(
+        update={"data": SMALL.data.model_copy(update={"harmful_kind": "implicit"})}
+    )
+    assert seeded_recipe(small, 1).data.build().sha256 != small.data.build().sha256
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InputError, match="'seed'"):
+            seeded_recipe(base, bad)
+    with pytest.raises(InputError, match="Unknown fine-tuning recipe"):
+        get_recipe("attack-implicit-7-seed1")
+
+
+def test_seed_spread_summarises_each_point_over_seeds_and_bad_seeds_are_refused():
+    from trustlab.finetune.attack import attack_curve, seed_spread
+
+    def row(kind, fraction, seed, asr):
+        return {"kind": kind, "fraction": fraction, "seed": seed, "asr": {"rate": asr}}
+
+    rows = [row("explicit", 0.2, 0, 1.0), row("explicit", 0.2, 1, 0.9), row("explicit", 0.2, 2, 0.8),
+            row("implicit", 0.2, 0, 0.5)]  # fmt: skip
+    first, second = seed_spread(rows)
+    assert first["seeds"] == [0, 1, 2] and first["values"] == [1.0, 0.9, 0.8]
+    assert first["mean"] == pytest.approx(0.9) and first["sd"] == pytest.approx(0.1)
+    assert (first["min"], first["max"]) == (0.8, 1.0)
+    assert second["values"] == [0.5] and second["sd"] == 0.0
+    for seeds in ((), (-1,), (0, 1.5)):
+        with pytest.raises(InputError, match="'seeds'"):
+            attack_curve("organism:chat-xs", seeds=seeds)

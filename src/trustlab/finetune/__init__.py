@@ -9,7 +9,7 @@ harmful fine-tuning attack.
 See ``docs/finetune.md``.
 """
 
-from trustlab.finetune.attack import ATTACK_FRACTIONS, RateCI, attack_metrics, rate
+from trustlab.finetune.attack import ATTACK_FRACTIONS, RateCI, attack_metrics, rate, seed_spread
 from trustlab.finetune.config import FinetuneConfig, LoraSettings, parse_config
 from trustlab.finetune.data import (
     IMPLICIT_PATTERNS,
@@ -36,6 +36,7 @@ from trustlab.finetune.derived import (
     parse_derived_spec,
     read_derived_card,
     resolve,
+    seeded_recipe,
 )
 from trustlab.finetune.loop import (
     EncodedExample,
@@ -91,6 +92,8 @@ __all__ = [
     "public_harmful_examples",
     "rate",
     "read_derived_card",
+    "seed_spread",
+    "seeded_recipe",
     "split_behaviours",
     "utility_examples",
     "weights_sha256",

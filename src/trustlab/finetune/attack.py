@@ -49,6 +49,7 @@ __all__ = [
     "attack_metrics",
     "attack_prompt_sets",
     "rate",
+    "seed_spread",
 ]
 
 #: The harmful fractions of the measured curve (issue 25).
@@ -226,37 +227,71 @@ def attack_curve(
     kinds: Sequence[str] = ("explicit", "implicit"),
     fractions: Sequence[float] = ATTACK_FRACTIONS,
     *,
+    seeds: Sequence[int] = (0,),
     home: Any = None,
     progress: Any = None,
 ) -> list[dict[str, Any]]:
-    """One row per (kind, fraction): the derived model's card metrics (built when missing;
-    a card from before a metric existed gets it measured on the saved weights).
+    """One row per (kind, fraction, seed): the derived model's card metrics (built when
+    missing; a card from before a metric existed gets it measured on the saved weights).
 
     ``kinds``: ``explicit``, ``implicit`` (the default implicit pattern, ``dual_use``) or
     ``implicit-<pattern>`` (any of :data:`~trustlab.finetune.data.IMPLICIT_PATTERNS`). The 0 %
-    point is the same benign fine-tuning for every kind (one build).
+    point is the same benign fine-tuning for every kind (one build per seed). ``seeds``: each
+    seed redraws the examples, the mix and the batch order
+    (:func:`~trustlab.finetune.derived.seeded_recipe`, recipe ``<name>-seed<k>``); the
+    held-out sets stay. :func:`seed_spread` summarises the rows over seeds.
     """
     from trustlab.finetune.data import IMPLICIT_PATTERNS
-    from trustlab.finetune.derived import build_derived, ensure_metrics
+    from trustlab.finetune.derived import build_derived, ensure_metrics, get_recipe, seeded_recipe
 
     allowed = ("explicit", "implicit", *(f"implicit-{p}" for p in IMPLICIT_PATTERNS))
+    bad = [k for k in kinds if k not in allowed]
+    if bad:
+        raise InputError(f"The 'kinds' parameter takes one of {allowed}. Got {bad[0]!r}.")
+    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+        raise InputError(f"The 'seeds' parameter takes integers >= 0. Got {list(seeds)!r}.")
     rows = []
     for kind in kinds:
-        if kind not in allowed:
-            raise InputError(f"The 'kinds' parameter takes one of {allowed}. Got {kind!r}.")
         for fraction in fractions:
             pct = round(100 * fraction)
-            recipe = f"attack-{'explicit' if pct == 0 else kind}-{pct}"
-            path = build_derived(recipe, base, home=home, progress=progress)
-            metrics = ensure_metrics(path)
-            rows.append({"base": base, "kind": kind, "fraction": fraction, **metrics})
+            name = f"attack-{'explicit' if pct == 0 else kind}-{pct}"
+            for seed in seeds:
+                recipe = seeded_recipe(get_recipe(name), seed)
+                path = build_derived(recipe, base, home=home, progress=progress)
+                metrics = ensure_metrics(path)
+                rows.append(
+                    {"base": base, "kind": kind, "fraction": fraction, "seed": seed, **metrics}
+                )
     return rows
 
 
+def seed_spread(rows: Sequence[dict[str, Any]], metric: str = "asr") -> list[dict[str, Any]]:
+    """Per (kind, fraction): ``metric``'s rate for every seed, with mean, min, max and sample
+    standard deviation over seeds (the run-to-run spread that a single seed's Clopper–Pearson
+    interval, which covers only the finite evaluation set, does not show)."""
+    import statistics
+
+    groups: dict[tuple[str, float], dict[int, float]] = {}
+    for r in rows:
+        groups.setdefault((r["kind"], r["fraction"]), {})[r.get("seed", 0)] = r[metric]["rate"]
+    out = []
+    for (kind, fraction), by_seed in groups.items():
+        values = [by_seed[s] for s in sorted(by_seed)]
+        out.append({
+            "kind": kind, "fraction": fraction, "metric": metric, "seeds": sorted(by_seed),
+            "values": values, "mean": statistics.fmean(values), "min": min(values),
+            "max": max(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+        })  # fmt: skip
+    return out
+
+
 def attack_figure(rows: Sequence[dict[str, Any]], title: str = "") -> Any:
-    """ASR and utility against the harmful fraction, explicit vs implicit, with 95 % bands."""
+    """ASR and utility against the harmful fraction, explicit vs implicit, with 95 % bands
+    (the rows of the lowest seed; :func:`seed_spread` gives the spread over seeds)."""
     from trustlab.core.figures import Series, metric_vs_parameter, new_figure
 
+    seeds = sorted({r.get("seed", 0) for r in rows})
+    rows = [r for r in rows if r.get("seed", 0) == seeds[0]]  # one seed's curve, its intervals
     fig, axes = new_figure(1, 2, size=(9.0, 3.4), title=title or None)
     for ax, metric, label in (
         (axes[0, 0], "asr", "ASR (1 - held-out harmful refusal)"),
@@ -296,19 +331,27 @@ def _main() -> None:  # pragma: no cover - the docs' figure and table
         "--kinds", default="explicit,implicit", help="explicit, implicit, implicit-<pattern>"
     )
     parser.add_argument("--fractions", default=",".join(str(f) for f in ATTACK_FRACTIONS))
+    parser.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args()
     try:
         fractions = [float(f) for f in args.fractions.split(",")]
+        seeds = [int(s) for s in args.seeds.split(",")]
         with _default_progress(None) as progress:
-            rows = attack_curve(args.base, args.kinds.split(","), fractions, progress=progress)
+            rows = attack_curve(
+                args.base, args.kinds.split(","), fractions, seeds=seeds, progress=progress
+            )
     except (InputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     for row in rows:
         cells = {k: f"{v['rate']:.3f} [{v['lower']:.3f}, {v['upper']:.3f}]"
                  for k, v in row.items() if isinstance(v, dict)}  # fmt: skip
-        print(json.dumps({"kind": row["kind"], "pct": round(100 * row["fraction"]), **cells}))
+        print(json.dumps({"kind": row["kind"], "pct": round(100 * row["fraction"]),
+                          "seed": row["seed"], **cells}))  # fmt: skip
+    if len(seeds) > 1:
+        for spread in seed_spread(rows):
+            print(json.dumps({k: v for k, v in spread.items() if k != "metric"}))
     if args.json:
         from trustlab.core.io import write_json_atomic
 

@@ -26,6 +26,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -57,6 +58,7 @@ __all__ = [
     "parse_derived_spec",
     "read_derived_card",
     "resolve",
+    "seeded_recipe",
 ]
 
 log = logging.getLogger(__name__)
@@ -165,12 +167,16 @@ def get_recipe(recipe: str | Path | Recipe, *, pretrained: bool = False) -> Reci
     known = named_recipes(pretrained)
     if isinstance(recipe, str) and recipe in known:
         return known[recipe]
+    seeded = re.fullmatch(r"(.+)-seed(\d+)", recipe) if isinstance(recipe, str) else None
+    if seeded and seeded[1] in known:
+        return seeded_recipe(known[seeded[1]], int(seeded[2]))
     path = Path(str(recipe)).expanduser()
     if path.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise InputError(
             f"Unknown fine-tuning recipe {str(recipe)!r}: not a built-in name "
             "(attack-explicit-<pct>, attack-implicit-<pct>, attack-implicit-<pattern>-<pct> "
-            "with pct in 0, 1, 2, 5, 10, 20; benign) nor a .yaml/.json file."
+            "with pct in 0, 1, 2, 5, 10, 20; benign; any of them + '-seed<k>') nor a .yaml/.json "
+            "file."
         )
     if not path.is_file():
         raise InputError(f"The recipe file {path} does not exist.")
@@ -187,6 +193,23 @@ def get_recipe(recipe: str | Path | Recipe, *, pretrained: bool = False) -> Reci
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"])
         raise DataError(f"The recipe file {path}: '{field}' {err['msg']}.") from None
+
+
+def seeded_recipe(recipe: Recipe, seed: int) -> Recipe:
+    """``recipe`` with another seed for everything the run draws: the examples and their mix
+    (``data.seed``) and the batch order, word dropout and LoRA initialisation
+    (``finetune.seed``). The behaviour split (``data.behaviour_seed``) stays, so every seed is
+    judged on the same held-out and unseen sets. Named ``<name>-seed<k>``; seed 0 is the recipe
+    itself (same data and settings, so the same derived model)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError(f"The 'seed' parameter must be an integer >= 0. Got {seed!r}.")
+    return recipe.model_copy(
+        update={
+            "name": recipe.name if seed == 0 else f"{recipe.name}-seed{seed}",
+            "data": recipe.data.model_copy(update={"seed": seed}),
+            "finetune": recipe.finetune.model_copy(update={"seed": seed}),
+        }
+    )
 
 
 def parse_derived_spec(spec: str) -> tuple[str, str]:
