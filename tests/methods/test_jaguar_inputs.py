@@ -695,6 +695,13 @@ PARTY_BAD = [
     ("port", lambda p: connect("127.0.0.1", 0)),
     ("retry_s", lambda p: connect("127.0.0.1", 9, retry_s=-1)),
     ("srv", lambda p: accept("server")),
+    ("items", lambda p: p.ch.send(1.5)),
+    ("items", lambda p: p.ch.send(np.zeros(2))),  # float arrays are not wire types
+    ("seed", lambda p: Sampler.seeded(-1)),
+    ("seed", lambda p: Sampler.seeded("7")),
+    ("nbits", lambda p: Sampler.seeded(0).bits(4, 0)),
+    ("bound", lambda p: Sampler.seeded(0).below(4, 0)),
+    ("sigma", lambda p: Sampler.seeded(0).gaussian(4, float("nan"))),
 ]
 
 

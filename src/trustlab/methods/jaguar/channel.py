@@ -114,13 +114,15 @@ def _encode(items: list | tuple) -> bytes:
         elif isinstance(it, np.ndarray):
             code = {np.dtype(v): k for k, v in _DTYPES.items()}.get(it.dtype)
             if code is None:
-                raise ChannelError(f"Cannot send a numpy array of dtype {it.dtype}.")
+                raise InputError(f"The 'items' parameter of Channel.send cannot hold a numpy "
+                                 f"array of dtype {it.dtype} (uint8/32/64, int64, bool).")
             arr = np.ascontiguousarray(it)
             out += [b"a", code, struct.pack("<B", arr.ndim),
                     struct.pack(f"<{arr.ndim}Q", *arr.shape), arr.astype(arr.dtype.newbyteorder("<"),
                                                                         copy=False).tobytes()]
         else:
-            raise ChannelError(f"Cannot send an item of type {type(it).__name__}.")
+            raise InputError(f"The 'items' parameter of Channel.send cannot hold an item of "
+                             f"type {type(it).__name__} (bytes, int, str or an integer array).")
     return b"".join(out)
 
 

@@ -35,6 +35,11 @@ class Sampler:
 
     @classmethod
     def seeded(cls, seed: int | np.random.Generator) -> Sampler:
+        """Reproducible, **not** cryptographic randomness (tests, experiments)."""
+        if not isinstance(seed, np.random.Generator):
+            from trustlab.methods.jaguar.checks import check_int
+
+            seed = check_int(seed, "seed", "Sampler.seeded", lo=0)
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         return cls(rng=rng, secure=False)
 
@@ -57,11 +62,19 @@ class Sampler:
 
     def bits(self, shape: int | tuple[int, ...], nbits: int) -> np.ndarray:
         """Uniform integers in ``[0, 2^nbits)`` as uint64 (``nbits <= 64``)."""
+        if type(nbits) is not int or not 1 <= nbits <= 64:
+            from trustlab.methods.jaguar.checks import check_int
+
+            nbits = check_int(nbits, "nbits", "Sampler.bits", lo=1, hi=64)
         w = self.words(shape)
         return w if nbits >= 64 else w >> np.uint64(64 - nbits)
 
     def below(self, shape: int | tuple[int, ...], bound: int) -> np.ndarray:
         """Uniform integers in ``[0, bound)`` by rejection (exactly uniform), ``bound < 2^63``."""
+        if type(bound) is not int or not 1 <= bound < 1 << 63:
+            from trustlab.methods.jaguar.checks import check_int
+
+            bound = check_int(bound, "bound", "Sampler.below", lo=1, hi=(1 << 63) - 1)
         shape_t = (shape,) if isinstance(shape, int) else shape
         size = math.prod(shape_t)
         nbits = max(1, int(bound - 1).bit_length())
@@ -83,6 +96,9 @@ class Sampler:
         """Discrete Gaussian of width ``sigma`` cut at 6 sigma (as SEAL), by CDT inversion."""
         cdt = self._cdt.get(sigma)
         if cdt is None:
+            from trustlab.core.validation import check_scalar
+
+            sigma = check_scalar(sigma, "sigma", "Sampler.gaussian", lo=0, hi=1e4, closed="right")
             bound = math.ceil(6 * sigma)
             support = np.arange(-bound, bound + 1)
             weights = np.exp(-(support.astype(np.float64) ** 2) / (2 * sigma**2))
