@@ -41,6 +41,9 @@ REFERENCE_RUN_S: dict[str, float] = {
     "rheology": 108.0,
     "lisa": 214.0,
     "flowreach": 535.0,
+    # an estimate, not a measured run: ~130 chat-s fine-tune+evaluate cells of 3-4 CPU-min each
+    # (docs/methods/gradshield.md, Limits); `--quick` is ~20 s
+    "gradshield": 28800.0,
 }
 
 #: Quick-preset wall seconds (``--quick``): the contract tests hold each under 60 s.

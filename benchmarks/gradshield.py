@@ -1,0 +1,117 @@
+"""GradShield benchmark: FIHS scoring throughput relative to one training step, against the
+baselines' scorers, and the cost of the whole filter relative to the fine-tuning it protects.
+
+    python benchmarks/gradshield.py            # chat-s, 1,000 examples, the attack's 150 steps
+    python benchmarks/gradshield.py --quick    # chat-xs, 400 examples, 40 steps of batch 16
+
+Same run, same process, 1 torch thread, deterministic kernels:
+
+* **one training step** (batch 32, the attack protocol's settings): median of 5 steps after a
+  warm-up step, with min..max;
+* **scoring**: seconds to score 32 examples (median of 5 repeats after a warm-up) by FIHS
+  (GradShield), GradSafe's per-slice cosines and the MiniLM embedding margin, printed as a
+  ratio to one training step;
+* **the whole filter**: fitting GradShield (probe gradients, slice selection, scoring the
+  benign calibration sample) plus scoring every example of one mix, against the complete
+  fine-tuning run on that mix (measured, not extrapolated from steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import trustlab.lm as lm
+from trustlab.core.runtime import torch_runtime
+from trustlab.finetune import ATTACK_CONFIG, finetune
+from trustlab.methods.gradshield import (
+    FIHS,
+    EmbeddingScorer,
+    GradSafeScorer,
+    GradShield,
+    build_mix,
+    organism_references,
+)
+
+
+def _summary(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} s [{min(values):.3f}, {max(values):.3f}]"
+
+
+def _repeat(fn, repeats: int = 5) -> list[float]:
+    fn()  # warm-up
+    out = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="chat-xs, 400 examples, 40 steps")
+    parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
+    args = parser.parse_args()
+    spec = "organism:chat-xs" if args.quick else "organism:chat-s"
+    n, steps, batch = (400, 40, 16) if args.quick else (1000, 150, 32)
+    torch.manual_seed(0)
+    with torch_runtime(1):
+        model = lm.load(spec)
+        refs = organism_references(32, 128 if args.quick else 256, seed=0)
+        mix = build_mix("explicit", 0.05, n, seed=0)
+        data = list(mix.examples)
+        chunk = data[:32]
+        print(f"{spec}; threads 1; kernel {torch.backends.cpu.get_cpu_capability()}")
+
+        step_cfg = ATTACK_CONFIG.model_copy(update={"steps": 6, "batch_size": 32, "threads": 1})
+        copy = lm.load(spec)
+        step_s: list[float] = []
+        finetune(copy, data, step_cfg, callbacks=[lambda info: step_s.append(info.seconds)])
+        step_s = step_s[1:]
+        step = statistics.median(step_s)
+        print(f"one training step (batch 32): {_summary(step_s)}")
+
+        start = time.perf_counter()
+        shield = GradShield(FIHS(slice_fraction=0.01)).fit(model, refs)
+        fit_s = time.perf_counter() - start
+        gradsafe = GradSafeScorer().fit(model, list(refs.harmful), list(refs.benign_slices))
+        embedder = None
+        if args.embedder == "hashing":
+            from trustlab.embed import HashingEmbedder
+
+            embedder = HashingEmbedder()
+        emb = EmbeddingScorer(embedder).fit(list(refs.harmful), list(refs.benign_slices))
+        rows = [
+            ("GradShield (FIHS)", _repeat(lambda: shield.filter(model, chunk))),
+            ("GradSafe (per-slice cosines)", _repeat(lambda: gradsafe.score(model, chunk))),
+            (f"embedding margin ({args.embedder})", _repeat(lambda: emb.score(chunk))),
+        ]
+        print("\n| scorer | 32 examples | examples/s | 32 scores / one training step |")
+        print("|---|---|---|---|")
+        for name, secs in rows:
+            med = statistics.median(secs)
+            print(f"| {name} | {_summary(secs)} | {32 / med:.0f} | {med / step:.2f} |")
+
+        start = time.perf_counter()
+        result = shield.filter(model, data)
+        score_s = time.perf_counter() - start
+        kept = result.kept(data)
+        ft_cfg = ATTACK_CONFIG.model_copy(update={"steps": steps, "batch_size": batch})
+        start = time.perf_counter()
+        finetune(lm.load(spec), kept, ft_cfg)
+        ft_s = time.perf_counter() - start
+    print(
+        f"\nwhole filter on {n} examples: fit {fit_s:.1f} s + score {score_s:.1f} s = "
+        f"{fit_s + score_s:.1f} s; fine-tuning it protects ({steps} steps of batch {batch} on "
+        f"{len(kept)} kept examples): {ft_s:.1f} s; filter / fine-tuning = "
+        f"{(fit_s + score_s) / ft_s:.2f}"
+    )
+    print(f"removed {result.n_removed} of {n} ({sum(mix.harmful)} harmful)")
+
+
+if __name__ == "__main__":
+    main()
