@@ -40,6 +40,7 @@ REFERENCE_RUN_S: dict[str, float] = {
     "sae-idempotency": 98.0,
     "rheology": 108.0,
     "lisa": 214.0,
+    "arao": 307.0,
     "flowreach": 535.0,
     # an estimate, not a measured run: ~130 chat-s fine-tune+evaluate cells of 3-4 CPU-min each
     # (docs/methods/gradshield.md, Limits); `--quick` is ~20 s

@@ -1,0 +1,245 @@
+"""Repair: retrain a detector on its training texts plus rewrites, four ways at one budget.
+
+Every repair adds the same number ``n_aug`` of rewrites (each passing the claim check) to the
+same training texts and refits a fresh copy of the detector (``detector.clone()``):
+
+* ``none`` — no augmentation (the detector refit on its training texts);
+* ``random`` — rewrites of random training texts (both classes, labels kept) with random
+  strategies (random augmentation);
+* ``adversarial`` — generic adversarial training: the ``n_aug`` lowest-scoring accepted
+  rewrites an attack found on the *training* positives (labelled positive), whatever their axes;
+* ``axis`` — axis-targeted repair (ARAO): rewrites of random training texts, both classes,
+  labels kept, with strategies drawn only from the failing (axis, direction) pairs found by
+  attribution (on the development split). Rewriting negatives too teaches the detector that the
+  style is not the signal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trustlab.core.errors import InputError
+from trustlab.detectors import check_texts
+from trustlab.methods.arao.attack import AttackResult
+
+__all__ = ["REPAIRS", "Augmentation", "augment", "repair"]
+
+REPAIRS = ("none", "random", "adversarial", "axis")
+
+
+@dataclass
+class Augmentation:
+    """The added texts and labels, the strategies used and how many rewrites were rejected."""
+
+    texts: list[str]
+    labels: list[int]
+    mode: str
+    n_rejected: int = 0
+
+
+def _rewrites(
+    texts: list[str], labels: list[int], n_aug: int, rewriter: Any, claim: Any,
+    rng: np.random.Generator, sampler: Any, *, max_rounds: int = 6,
+) -> tuple[list[str], list[int], int]:  # fmt: skip
+    out_t: list[str] = []
+    out_y: list[int] = []
+    rejected = 0
+    for _ in range(max_rounds):
+        need = n_aug - len(out_t)
+        if need <= 0:
+            break
+        idx = rng.integers(len(texts), size=int(need * 1.3) + 2)
+        strats = [sampler(rng) for _ in idx]
+        seeds = [int(rng.integers(2**31)) for _ in idx]
+        rw = rewriter.rewrite([texts[i] for i in idx], strats, seeds)
+        ok = [k for k, t in enumerate(rw) if t is not None and t.strip()]
+        rejected += len(idx) - len(ok)
+        if not ok:
+            continue
+        v = claim.check([texts[idx[k]] for k in ok], [rw[k] for k in ok])
+        for m, k in enumerate(ok):
+            if v.accepted[m] and len(out_t) < n_aug:
+                out_t.append(rw[k])  # type: ignore[arg-type]
+                out_y.append(labels[idx[k]])
+            elif not v.accepted[m]:
+                rejected += 1
+    return out_t, out_y, rejected
+
+
+def augment(
+    texts: Sequence[str],
+    labels: Sequence[int],
+    *,
+    mode: str,
+    n_aug: int,
+    rewriter: Any = None,
+    claim: Any = None,
+    rng: np.random.Generator | int = 0,
+    failing: Sequence[tuple[int, int]] | None = None,
+    adversarial: AttackResult | None = None,
+    adversarial_texts: Sequence[str] | None = None,
+) -> Augmentation:
+    """The augmentation of one repair (see the module docstring); ``labels`` are 0/1."""
+    where = "augment"
+    items = check_texts(texts, "texts", where)
+    y = [int(v) for v in labels]
+    if len(y) != len(items) or any(v not in (0, 1) for v in y):
+        raise InputError(f"augment needs one 0/1 label per text. Got {len(y)} labels for {len(items)} texts.")
+    if mode not in REPAIRS:
+        raise InputError(f"The 'mode' parameter of augment must be one of {', '.join(REPAIRS)}. Got {mode!r}.")
+    from trustlab.core.validation import check_scalar
+
+    n_aug = check_scalar(n_aug, "n_aug", where, kind=int, lo=0)
+    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    if mode == "none" or n_aug == 0:
+        return Augmentation([], [], mode)
+    if rewriter is None or claim is None:
+        raise InputError(f"augment(mode={mode!r}) needs a rewriter and a claim check.")
+    space = rewriter.space
+    if mode == "random":
+        t, lab, rej = _rewrites(items, y, int(n_aug), rewriter, claim, gen, space.sample)
+        return Augmentation(t, lab, mode, rej)
+    if mode == "axis":
+        if not failing:
+            raise InputError("augment(mode='axis') needs the failing axes (none were found).")
+        allowed = [(int(a), int(s)) for a, s in failing]
+        t, lab, rej = _rewrites(items, y, int(n_aug), rewriter, claim, gen,
+                                lambda g: space.sample(g, allowed=allowed))  # fmt: skip
+        return Augmentation(t, lab, mode, rej)
+    # adversarial: the hardest accepted rewrites of the attack on the training positives
+    if adversarial is None or adversarial_texts is None:
+        raise InputError("augment(mode='adversarial') needs the attack result and its texts.")
+    src = check_texts(adversarial_texts, "adversarial_texts", where)
+    pool = [(sc, r.index, s, seed) for r in adversarial.items for (s, seed, sc, _sim, _why) in r.trace
+            if sc is not None and any(s)]  # fmt: skip
+    pool.sort(key=lambda p: (p[0], p[1]))
+    seen: set[tuple[int, tuple[int, ...], int]] = set()
+    chosen = []
+    for _sc, i, s, seed in pool:
+        if (i, s, seed) not in seen:
+            seen.add((i, s, seed))
+            chosen.append((i, s, seed))
+        if len(chosen) >= n_aug:
+            break
+    if not chosen:
+        return Augmentation([], [], mode)
+    rw = rewriter.rewrite([src[i] for i, _, _ in chosen], [s for _, s, _ in chosen], [d for _, _, d in chosen])
+    t = [x for x in rw if x is not None and x.strip()]
+    return Augmentation(t, [1] * len(t), mode, len(rw) - len(t))
+
+
+def repair(detector: Any, texts: Sequence[str], labels: Sequence[int], aug: Augmentation) -> Any:
+    """A fresh copy of ``detector`` fitted on the texts plus the augmentation."""
+    if not hasattr(detector, "clone"):
+        raise InputError(
+            "repair needs a trainable detector with clone() and fit() (EmbeddingDetector, "
+            "TfidfDetector, SklearnDetector)."
+        )
+    items = check_texts(texts, "texts", "repair")
+    if not isinstance(aug, Augmentation):
+        raise InputError("The 'aug' parameter of repair must be an Augmentation.")
+    return detector.clone().fit(items + list(aug.texts), list(labels) + list(aug.labels))
+
+
+@dataclass
+class RepairOutcome:
+    """One repaired detector on the held-out split: scores of the originals, of the adaptive
+    attack's best rewrites (positives only; negatives keep their originals) and of the
+    transferred rewrites (found against the unrepaired detector)."""
+
+    mode: str
+    detector: Any
+    threshold: float
+    n_aug: int
+    original_scores: np.ndarray
+    attacked_scores: np.ndarray
+    attacked_pos_only_scores: np.ndarray
+    transfer_scores: np.ndarray | None
+    attack_success: float
+    n_attacked: int
+    styled_negative_fpr: float
+
+
+def evaluate_repairs(
+    base: Any,
+    train: tuple[list[str], list[int]],
+    dev: tuple[list[str], list[int]],
+    evaluation: tuple[list[str], list[int]],
+    *,
+    rewriter: Any,
+    claim: Any,
+    make_planner: Any,
+    failing: Sequence[tuple[int, int]],
+    adversarial: AttackResult,
+    adversarial_texts: Sequence[str],
+    n_aug: int,
+    budget: int,
+    fpr: float,
+    rng: np.random.Generator,
+    modes: Sequence[str] = REPAIRS,
+    transfer_texts: Sequence[str] | None = None,
+    progress: Any = None,
+) -> list[RepairOutcome]:
+    """Every repair in ``modes``: augment, refit, recalibrate the threshold on the dev
+    negatives at ``fpr``, then build the held-out attacked set: each positive replaced by the
+    lowest-scoring rewrite an adaptive attack finds against *this* detector (``make_planner()``,
+    whole budget spent minimising the score), each negative by one random-strategy rewrite
+    (the same rewrites for every repair: benign texts use rhetoric too, so a repair that learns
+    "rhetoric means harmful" is caught). ``attacked_pos_only_scores`` keeps the negatives
+    original (BODEGA's setting); ``transfer_scores`` scores the rewrites found against the
+    unrepaired detector."""
+    from trustlab.methods.arao.attack import RhetoricalAttack, calibrate_threshold
+
+    tr_t, tr_y = train
+    dv_t, dv_y = dev
+    ev_t, ev_y = evaluation
+    pos = [t for t, y in zip(ev_t, ev_y, strict=True) if y == 1]
+    neg_idx = [i for i, y in enumerate(ev_y) if y == 0]
+    styled = _styled(ev_t, neg_idx, rewriter, claim, np.random.default_rng(int(rng.integers(2**31))))
+    out = []
+    seeds = {m: int(rng.integers(2**31)) for m in modes}
+    for mode in progress(list(modes), description="repairs") if progress else modes:
+        gen = np.random.default_rng(seeds[mode])
+        aug = augment(tr_t, tr_y, mode=mode, n_aug=n_aug, rewriter=rewriter, claim=claim, rng=gen,
+                      failing=failing, adversarial=adversarial, adversarial_texts=adversarial_texts)  # fmt: skip
+        det = repair(base, tr_t, tr_y, aug)
+        neg_dev = [t for t, y in zip(dv_t, dv_y, strict=True) if y == 0]
+        thr = calibrate_threshold(det.score(neg_dev), fpr)
+        orig = np.asarray(det.score(ev_t), dtype=np.float64)
+        pos_scores = orig[np.asarray(ev_y) == 1]
+        attack = RhetoricalAttack(det, rewriter, make_planner(), claim, threshold=thr,
+                                  budget=budget, stop_on_success=False)  # fmt: skip
+        # every positive is attacked (not only the flagged ones): ROC-AUC ranks them all
+        res = attack.run(pos, gen, original_scores=pos_scores, attack_all=True)
+        attacked_pos = orig.copy()
+        best = np.array([min(r.best_score, s) for r, s in zip(res.items, pos_scores, strict=True)])
+        attacked_pos[np.asarray(ev_y) == 1] = best
+        attacked = attacked_pos.copy()
+        styled_scores = np.asarray(det.score(styled), dtype=np.float64) if styled else np.zeros(0)
+        attacked[neg_idx] = styled_scores
+        styled_fpr = float(np.mean(styled_scores >= thr)) if styled else float("nan")
+        flagged = pos_scores >= thr
+        success = float(np.mean(best[flagged] < thr)) if flagged.any() else float("nan")
+        transfer = None
+        if transfer_texts is not None:
+            transfer = orig.copy()
+            transfer[np.asarray(ev_y) == 1] = det.score(list(transfer_texts))
+        out.append(RepairOutcome(mode, det, thr, len(aug.texts), orig, attacked, attacked_pos, transfer,
+                                 success, len(pos), styled_fpr))  # fmt: skip
+    return out
+
+
+def _styled(texts: list[str], idx: list[int], rewriter: Any, claim: Any, rng: np.random.Generator) -> list[str]:
+    """One random-strategy rewrite per text (the original where the rewrite fails the claim check)."""
+    if not idx:
+        return []
+    src = [texts[i] for i in idx]
+    strats = [rewriter.space.sample(rng) for _ in idx]
+    rw = rewriter.rewrite(src, strats, [int(rng.integers(2**31)) for _ in idx])
+    cand = [r if r is not None and r.strip() else t for r, t in zip(rw, src, strict=True)]
+    ok = claim.check(src, cand).accepted
+    return [c if a else t for c, a, t in zip(cand, ok, src, strict=True)]
