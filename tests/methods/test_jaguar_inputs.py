@@ -90,6 +90,7 @@ from trustlab.methods.jaguar import (
     phase,
     plan_conv,
     plan_fc,
+    private_inference,
     quantise,
     query,
     relu,
@@ -893,6 +894,10 @@ NETWORK_BAD = [
     ("images", lambda: query(np.zeros((1, 4, 4)), CFG)),
     ("images", lambda: query(np.full((1, 1, 4, 4), np.nan), CFG)),
     ("cfg", lambda: query(np.zeros((1, 1, 4, 4)), "jaguar")),
+    ("dealer", lambda: ProtocolConfig(dealer="yes")),
+    ("seed", lambda: private_inference(QNET, np.zeros((1, 1, 4, 4)), CFG, seed=-1)),
+    ("seed", lambda: private_inference(QNET, np.zeros((1, 1, 4, 4)), CFG, seed=0.5)),
+    ("net", lambda: private_inference(NET_LAYERS, np.zeros((1, 1, 4, 4)), CFG)),
 ]
 
 

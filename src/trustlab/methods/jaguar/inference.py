@@ -96,6 +96,9 @@ class ProtocolConfig:
         check_int(self.guard_bits, "guard_bits", "ProtocolConfig", lo=1, hi=20)
         check_int(self.leaf_bits, "leaf_bits", "ProtocolConfig", lo=1, hi=8)
         check_scalar(self.timeout, "timeout", "ProtocolConfig", lo=0, closed="neither")
+        if not isinstance(self.dealer, bool):
+            raise InputError(f"The 'dealer' parameter of ProtocolConfig must be a bool (True only "
+                             f"in tests: it is insecure). Got {self.dealer!r}.")
 
 
 @dataclass
@@ -526,6 +529,8 @@ def private_inference(net: QuantNet, images: np.ndarray, cfg: ProtocolConfig,
     seed: reproducible (insecure) randomness for both parties; ``None`` uses the OS.
     """
     check_instance(net, QuantNet, "net", "private_inference")
+    if seed is not None:  # checked here: a bad seed in the server process would hang the client
+        seed = check_int(seed, "seed", "private_inference", lo=0, hi=2**63 - 2)
     images = as_float_array(images, "images", "private_inference", ndim=4)
     if images.shape[1:] != tuple(net.input_shape):
         raise InputError(f"The 'images' parameter of private_inference must have shape (B, "
