@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 
 from trustlab.core.errors import InputError
 from trustlab.stats import (
+    AUCDifference,
+    AUCInterval,
+    DifferenceInterval,
     newcombe_difference,
     newcombe_paired_difference,
     paired_difference,
@@ -216,3 +219,37 @@ def test_auc_bad_method_and_alpha():
         roc_auc_ci([0, 1], [0.1, 0.2], alpha=1.0)
     with pytest.raises(InputError, match="n_resamples"):
         roc_auc_ci([0, 1], [0.1, 0.2], method="bootstrap", n_resamples=5)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(
+    st.integers(1, 30).flatmap(lambda n1: st.tuples(st.integers(0, n1), st.just(n1))),
+    st.integers(1, 30).flatmap(lambda n2: st.tuples(st.integers(0, n2), st.just(n2))),
+    st.sampled_from([0.01, 0.05, 0.2]),
+)
+def test_independent_difference_is_a_difference_interval_that_flips_with_the_groups(g1, g2, alpha):
+    (k1, n1), (k2, n2) = g1, g2
+    iv = newcombe_difference(k1, n1, k2, n2, alpha)
+    assert isinstance(iv, DifferenceInterval) and (iv.n1, iv.n2, iv.alpha) == (n1, n2, alpha)
+    assert iv.estimate == pytest.approx(k1 / n1 - k2 / n2)
+    assert -1.0 <= iv.lower <= iv.estimate <= iv.upper <= 1.0
+    flipped = newcombe_difference(k2, n2, k1, n1, alpha)
+    assert flipped.lower == pytest.approx(-iv.upper) and flipped.upper == pytest.approx(-iv.lower)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(st.integers(0, 2**16), st.integers(3, 12), st.integers(3, 12))
+def test_auc_results_are_typed_and_the_difference_is_antisymmetric(seed, n_pos, n_neg):
+    rng = np.random.default_rng(seed)
+    y = np.r_[np.ones(n_pos, int), np.zeros(n_neg, int)]
+    a, b = rng.normal(size=y.size) + y, rng.normal(size=y.size)
+    ci = roc_auc_ci(y, a)
+    assert isinstance(ci, AUCInterval) and (ci.n_positive, ci.n_negative) == (n_pos, n_neg)
+    # the AUC is the fraction of (positive, negative) pairs ordered correctly, ties half
+    pairs = a[y == 1][:, None] - a[y == 0][None, :]
+    assert ci.auc == pytest.approx(np.mean((pairs > 0) + 0.5 * (pairs == 0)))
+    d = roc_auc_difference(y, a, b)
+    r = roc_auc_difference(y, b, a)
+    assert isinstance(d, AUCDifference) and d.estimate == pytest.approx(d.auc_a - d.auc_b)
+    assert r.estimate == pytest.approx(-d.estimate) and r.p_value == pytest.approx(d.p_value)
+    assert d.lower <= d.estimate <= d.upper and 0.0 <= d.p_value <= 1.0
