@@ -69,6 +69,6 @@ def method_info(method_id: str) -> MethodInfo:
 
     try:
         return _BY_ID[method_id]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: an unhashable id (a list, a dict)
         valid = ", ".join(sorted(_BY_ID))
         raise UnknownMethodError(f"Unknown method id '{method_id}'. Valid ids: {valid}.") from None

@@ -79,7 +79,8 @@ def is_implemented(method_id: str) -> bool:
     Checked on disk rather than with ``find_spec``, which would import the method package
     (and its heavy dependencies) just to answer ``trustlab list``.
     """
-    return method_id in _REGISTRY or method_module_file(method_id, "experiment").is_file()
+    info = method_info(method_id)  # an unknown (or unhashable) id: UnknownMethodError
+    return info.id in _REGISTRY or method_module_file(info.id, "experiment").is_file()
 
 
 def implemented_ids() -> list[str]:
