@@ -183,7 +183,7 @@ def test_calibration_never_raises_trust_and_one_flipped_report_stays_gated(emb):
 def test_gate_parameters_are_validated(emb):
     with pytest.raises(InputError, match="gate_alpha"):
         Lisa(FixedBase(), embedder=emb, gate_alpha=1.5).report(flow(), "block")
-    with pytest.raises(InputError, match="allow' or 'block"):
+    with pytest.raises(InputError, match="'allow', 'block', 0 or 1"):
         Lisa(FixedBase(), embedder=emb).report(flow(), "maybe")
 
 
@@ -281,8 +281,21 @@ def test_experiment_runs_the_llm_judge_on_a_local_hf_model(chat_xs, tmp_path):
     )
     table = json.loads((tmp_path / "report.json").read_text())["tables"]["final_metrics"]
     rows = {r[2]: dict(zip(table["columns"], r, strict=True)) for r in table["rows"]}
-    for name in ("llm_judge", "lisa_llm", "reflection"):
-        assert 0.0 <= rows[name]["accuracy"] <= 1.0, rows[name]
+    assert set(rows) >= {"llm_judge", "lisa_llm", "reflection"}
+    # the judge's row is the judge's own accuracy on the experiment's stream: re-derive the
+    # stream (RunContext(seed=0).child_rng), ask the same local model, threshold at 0.5
+    from trustlab.lm import chat_model
+    from trustlab.methods.lisa import build_suite, classification_metrics
+
+    suite = build_suite("confaide_plus", variants=2)
+    rng = np.random.default_rng(np.random.SeedSequence([0, *[ord(c) for c in
+                                                               "stream confaide_plus"]]))
+    order = rng.integers(0, len(suite.cases), 400)[:24]
+    judge = LLMJudgeGuardrail(chat_model(f"hf:{chat_xs.path}"), seed=0)
+    scores = judge.score([suite.cases[i] for i in order])
+    expected = classification_metrics((scores >= 0.5).astype(int), suite.labels[order])
+    assert rows["llm_judge"]["accuracy"] == pytest.approx(expected["accuracy"])
+    assert rows["llm_judge"]["reports"] <= 24
     assert rows["llm_judge"]["memory_size"] == 0
     assert rows["reflection"]["memory_size"] == min(rows["reflection"]["reports"], 20)
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from trustlab.methods.lisa import EmbeddingGuardrail, HashingEmbedder, generic_seed_set
+from trustlab.methods.lisa import Case, EmbeddingGuardrail, HashingEmbedder, generic_seed_set
 from trustlab.methods.lisa.service import ReportLog, create_app
 
 TOKEN = "test-token"
@@ -93,7 +93,12 @@ def test_traffic_is_persisted_and_shown_with_the_evidence(tmp_path, base):
     mem = client.get("/v1/memory").json()
     t = mem["traffic"]
     assert t["base_decided_checks"] == 5 and t["reports_contradicting_base"] == 1
-    assert 0.5 <= t["base_mean_confidence"] <= 1 and 0 < t["calibration"] <= 1
+    # the persisted traffic is exactly the base's confidence on the five checked cases
+    checked = [Case.from_dict(case(rec="a data broker", subject=x)) for x in "ABCDE"]
+    conf = np.maximum(base.score(checked), 1 - base.score(checked))
+    assert t["base_mean_confidence"] == pytest.approx(float(conf.mean()), rel=1e-9)
+    assert t["calibration"] == pytest.approx(
+        min(t["base_accuracy_estimate"] / t["base_mean_confidence"], 1.0))
     stored = ReportLog(db).traffic()  # 2 checks before report 1, 3 after it
     assert sorted(stored) == [0, 1] and (stored[0][0], stored[1][0]) == (2, 3)
     client2 = TestClient(create_app(db, token=TOKEN, base=base))
@@ -155,7 +160,7 @@ def test_200_concurrent_reports_are_stored_exactly_once(tmp_path, base):
 SERVER = textwrap.dedent(
     """
     import sys, numpy as np, uvicorn
-    from trustlab.methods.lisa import EmbeddingGuardrail, HashingEmbedder, generic_seed_set
+    from trustlab.methods.lisa import Case, EmbeddingGuardrail, HashingEmbedder, generic_seed_set
     from trustlab.methods.lisa.service import create_app
     cases, labels = generic_seed_set(150, np.random.default_rng(0))
     base = EmbeddingGuardrail(HashingEmbedder(256)).fit(cases, labels)

@@ -1,7 +1,8 @@
 """LiSA on the default suites: one report generalises, mixed-label reports become local rules,
 and at 20% flipped reports LiSA stays above the base guardrail and the memory baselines
 (exemplar, insight) over 20 seeded deployments. The base here embeds with feature hashing
-(instant); the experiment uses MiniLM (the same criterion runs on it as a slow test)."""
+(instant); the experiment uses MiniLM (the same criterion runs on it as an acceptance test, in
+CI)."""
 
 from __future__ import annotations
 
@@ -228,10 +229,12 @@ def test_above_insight_on_lisas_own_keys_where_the_base_is_informative():
         assert lb > 0, (suite, lb)
 
 
-@pytest.mark.slow
+@pytest.mark.acceptance
 def test_above_base_and_ungated_baselines_at_20_percent_flipped_reports_minilm():
-    """The same criterion with the experiment's MiniLM base (slow on a cold embedding cache:
-    ~9,000 texts to embed once; about a minute for 20 seeds when warm)."""
+    """The claim issue 5 was resolved on, with the experiment's MiniLM base: at 20% flipped
+    reports LiSA is above the base and the ungated baselines on every default suite, one-sided
+    95% paired lower bound > 0 over 20 seeded deployments (~9,000 texts to embed once on a
+    cold cache, then about a minute)."""
     from trustlab.methods.lisa import MiniLMEmbedder, default_cache_path
 
     emb = MiniLMEmbedder(default_cache_path())

@@ -11,21 +11,23 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.validation import as_float_array, check_scalar
 from trustlab.embed import Embedder
-from trustlab.methods.lisa.cases import Case, Decision
+from trustlab.methods.lisa.cases import Case, as_case, as_label
 
 __all__ = [
     "DEFAULT_POLICY",
     "EmbeddingGuardrail",
     "Guardrail",
     "LLMJudgeGuardrail",
+    "check_scores",
     "parse_block_probability",
 ]
 
@@ -39,9 +41,28 @@ class Guardrail(Protocol):
     def score(self, cases: Sequence[Case]) -> NDArray[np.float64]: ...
 
 
-def decide_with(guardrail: Guardrail, cases: Sequence[Case]) -> list[Decision]:
-    scores = guardrail.score(cases)
-    return [Decision(bool(s >= 0.5), float(s), "base", float(s)) for s in scores]
+def check_scores(scores: Any, n: int, guardrail: str) -> NDArray[np.float64]:
+    """A guardrail's answer: ``n`` finite probabilities of block. A base that returns another
+    number of scores, NaN or values outside [0, 1] is named (its scores would otherwise be
+    thresholded at 0.5 as if they meant something)."""
+    where = f"the guardrail '{guardrail}'"
+    s = as_float_array(scores, "scores", where, ndim=1, allow_empty=True, allow_nonfinite=True)
+    if s.shape != (n,):
+        raise InputError(f"The guardrail '{guardrail}' returned {s.shape[0]} score(s) for {n} "
+                         "case(s).")
+    if not np.all(np.isfinite(s)) or np.any((s < 0) | (s > 1)):
+        raise InputError(f"The guardrail '{guardrail}' must return probabilities of block in "
+                         f"[0, 1]. Got values from {np.nanmin(s) if s.size else 0:.4g} to "
+                         f"{np.nanmax(s) if s.size else 0:.4g}"
+                         + (" and NaN" if np.isnan(s).any() else "") + ".")
+    return s
+
+
+def _cases(cases: Any, where: str) -> list[Case]:
+    if isinstance(cases, str | bytes) or not isinstance(cases, Sequence):
+        raise InputError(f"The 'cases' parameter of {where} must be a list of cases. "
+                         f"Got {type(cases).__name__}.")
+    return [as_case(c, "cases", where) for c in cases]
 
 
 class EmbeddingGuardrail:
@@ -64,17 +85,27 @@ class EmbeddingGuardrail:
         self.C = C
         self.hidden = hidden
         self.seed = seed
-        self.name = name or (f"{embedder.name}+mlp{hidden}" if hidden else f"{embedder.name}+logreg")
+        emb_name = getattr(embedder, "name", type(embedder).__name__)
+        self.name = name or (f"{emb_name}+mlp{hidden}" if hidden else f"{emb_name}+logreg")
 
-    def fit(self, cases: Sequence[Case], labels: Sequence[int]) -> EmbeddingGuardrail:
-        y = np.asarray(labels, dtype=int)
+    def fit(self, cases: Sequence[Case], labels: Sequence[int | str]) -> EmbeddingGuardrail:
+        """Train on ``cases`` with ``labels`` 1/0 or ``"block"``/``"allow"`` (as LiSA reads
+        reports); both labels must be present."""
+        where = "EmbeddingGuardrail.fit"
+        self._check_options()
+        cases = _cases(cases, where)
+        if isinstance(labels, str | bytes | Mapping) or not hasattr(labels, "__len__"):
+            raise InputError(f"The 'labels' parameter of {where} must be a list of labels. "
+                             f"Got {type(labels).__name__}.")
+        values = labels.tolist() if hasattr(labels, "tolist") else list(labels)
+        y = np.array([as_label(lab, "labels", where) for lab in values], dtype=int)
         if len(cases) != len(y) or len(y) == 0:
             raise InputError(
-                f"EmbeddingGuardrail.fit needs as many labels as cases (>0). Got {len(cases)} "
-                f"cases and {len(y)} labels."
+                f"{where} needs as many labels as cases (>0). Got {len(cases)} cases and "
+                f"{len(y)} labels."
             )
-        if set(np.unique(y)) - {0, 1} or len(np.unique(y)) < 2:
-            raise InputError("EmbeddingGuardrail.fit needs labels in {0, 1} with both present.")
+        if len(np.unique(y)) < 2:
+            raise InputError(f"{where} needs both labels (allow and block) among the labels.")
         x = self.embedder.encode([c.text() for c in cases])
         if self.hidden:
             from sklearn.neural_network import MLPClassifier
@@ -93,9 +124,19 @@ class EmbeddingGuardrail:
         self.train_accuracy_ = float((self.model_.predict(x) == y).mean())
         return self
 
+    def _check_options(self) -> None:
+        where = "EmbeddingGuardrail"
+        if not isinstance(self.embedder, Embedder):
+            raise InputError(f"The 'embedder' of {where} must be an Embedder (encode(texts) -> "
+                             f"rows). Got {type(self.embedder).__name__}.")
+        check_scalar(self.C, "C", where, lo=0.0, closed="neither")
+        check_scalar(self.hidden, "hidden", where, kind=int, lo=0)
+        check_scalar(self.seed, "seed", where, kind=int, lo=0)
+
     def score(self, cases: Sequence[Case]) -> NDArray[np.float64]:
         if not hasattr(self, "model_"):
             raise NotFittedError("EmbeddingGuardrail.score needs fit() first.")
+        cases = _cases(cases, "EmbeddingGuardrail.score")
         if len(cases) == 0:
             return np.zeros(0)
         x = self.embedder.encode([c.text() for c in cases])
@@ -115,6 +156,9 @@ _NUMBER = re.compile(r"(?<![\d.])(0(?:\.\d+)?|1(?:\.0+)?|\.\d+)(?![\d.])")
 
 def parse_block_probability(reply: str) -> float:
     """Read P(block) from a judge reply: the first number in [0, 1], else BLOCK/ALLOW, else 0.5."""
+    if not isinstance(reply, str):
+        raise InputError(f"The 'reply' parameter of parse_block_probability must be a string. "
+                         f"Got {type(reply).__name__}.")
     match = _NUMBER.search(reply)
     if match:
         return float(match.group(1))
@@ -150,6 +194,10 @@ class LLMJudgeGuardrail:
         self.name = name or f"llm-judge({getattr(chat, 'name', type(chat).__name__)})"
 
     def conversation(self, case: Case, lessons: Sequence[str] = ()) -> list[dict[str, str]]:
+        case = as_case(case, "case", "LLMJudgeGuardrail.conversation")
+        if isinstance(lessons, str) or not all(isinstance(x, str) for x in lessons):
+            raise InputError("The 'lessons' parameter of LLMJudgeGuardrail must be a list of "
+                             "strings.")
         system = self.policy
         if lessons:
             system += "\n\nLessons from past reports in this deployment:\n" + "\n".join(
@@ -161,10 +209,21 @@ class LLMJudgeGuardrail:
         ]
 
     def score(self, cases: Sequence[Case], lessons: Sequence[str] = ()) -> NDArray[np.float64]:
+        where = "LLMJudgeGuardrail"
+        if not callable(getattr(self.chat, "generate", None)):
+            raise InputError(f"The 'chat' of {where} must have generate(conversations, ...) "
+                             f"(a trustlab.lm chat model). Got {type(self.chat).__name__}.")
+        if not isinstance(self.policy, str) or not self.policy.strip():
+            raise InputError(f"The 'policy' of {where} must be a non-empty string.")
+        check_scalar(self.max_new_tokens, "max_new_tokens", where, kind=int, lo=1)
+        cases = _cases(cases, f"{where}.score")
         if len(cases) == 0:
             return np.zeros(0)
         convs = [self.conversation(c, lessons) for c in cases]
         replies = self.chat.generate(
             convs, max_new_tokens=self.max_new_tokens, temperature=0.0, seed=self.seed
         )
-        return np.array([parse_block_probability(r) for r in replies], dtype=np.float64)
+        if isinstance(replies, str) or len(replies) != len(cases):
+            raise InputError(f"The chat model of {where} returned {len(replies)} replies for "
+                             f"{len(cases)} conversations.")
+        return np.array([parse_block_probability(str(r)) for r in replies], dtype=np.float64)

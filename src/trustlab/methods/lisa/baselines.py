@@ -24,10 +24,20 @@ from typing import Any
 
 import numpy as np
 
+from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 from trustlab.embed import Embedder
 from trustlab.methods.lisa.base import Guardrail, LLMJudgeGuardrail
-from trustlab.methods.lisa.cases import BLOCK, Case, Decision, FiredEntry, label_to_str
-from trustlab.methods.lisa.guardrail import MemoBase, as_label
+from trustlab.methods.lisa.cases import (
+    BLOCK,
+    Case,
+    Decision,
+    FiredEntry,
+    as_case,
+    as_label,
+    label_to_str,
+)
+from trustlab.methods.lisa.guardrail import MemoBase
 from trustlab.methods.lisa.memory import DEFAULT_ABSTRACTION, abstraction_names, case_attributes
 
 #: Insight keys: exact values of the case's context (flows) or tool and instruction (actions).
@@ -51,11 +61,13 @@ class BaseOnly:
         self.name = name
 
     def check(self, case: Case) -> Decision:
-        s = self.base.score_one(case)
+        s = self.base.score_one(as_case(case, "case", f"{self.name}.check"))
         return Decision(s >= 0.5, s, "base", s)
 
     def report(self, case: Case, label: int | str) -> None:
-        return None
+        """Accepted (and checked like every method's reports) but ignored."""
+        as_case(case, "case", f"{self.name}.report")
+        as_label(label, "label", f"{self.name}.report")
 
     def memory_size(self) -> int:
         return 0
@@ -68,13 +80,17 @@ class ExemplarMemory:
         self, base: Guardrail, embedder: Embedder, *, threshold: float = 0.9, name: str = "exemplar"
     ) -> None:
         self.base = _memo(base)
+        if not isinstance(embedder, Embedder):
+            raise InputError("The 'embedder' of ExemplarMemory must be an Embedder. "
+                             f"Got {type(embedder).__name__}.")
         self.embedder = embedder
-        self.threshold = threshold
+        self.threshold = check_scalar(threshold, "threshold", "ExemplarMemory", lo=-1.0, hi=1.0)
         self.name = name
         self._vectors = np.zeros((0, 0), dtype=np.float32)
         self._labels: list[int] = []
 
     def check(self, case: Case) -> Decision:
+        case = as_case(case, "case", "ExemplarMemory.check")
         s = self.base.score_one(case)
         if self._labels:
             v = self.embedder.encode([case.text()])[0]
@@ -87,9 +103,11 @@ class ExemplarMemory:
         return Decision(s >= 0.5, s, "base", s)
 
     def report(self, case: Case, label: int | str) -> None:
+        case = as_case(case, "case", "ExemplarMemory.report")
+        label = as_label(label, "label", "ExemplarMemory.report")
         v = self.embedder.encode([case.text()])
         self._vectors = v if not self._labels else np.vstack([self._vectors, v])
-        self._labels.append(as_label(label))
+        self._labels.append(label)
 
     def memory_size(self) -> int:
         return len(self._labels)
@@ -117,7 +135,8 @@ class InsightMemory:
         name: str = "insight",
     ) -> None:
         self.base = _memo(base)
-        self.min_accuracy = min_accuracy
+        self.min_accuracy = check_scalar(min_accuracy, "min_accuracy", "InsightMemory", lo=0.0,
+                                         hi=1.0)
         self.lisa_keys = lisa_keys
         self.abstraction = abstraction or (DEFAULT_ABSTRACTION if lisa_keys else INSIGHT_ABSTRACTION)
         self.name = name
@@ -133,6 +152,7 @@ class InsightMemory:
         return (case.kind, *(f"{k}={attrs.get(k, '')}" for k in names))
 
     def check(self, case: Case) -> Decision:
+        case = as_case(case, "case", "InsightMemory.check")
         s = self.base.score_one(case)
         ins = self._insights.get(self._key(case))
         if ins is not None:
@@ -144,7 +164,8 @@ class InsightMemory:
         return Decision(s >= 0.5, s, "base", s)
 
     def report(self, case: Case, label: int | str) -> None:
-        lab = as_label(label)
+        case = as_case(case, "case", "InsightMemory.report")
+        lab = as_label(label, "label", "InsightMemory.report")
         key = self._key(case)
         ins = self._insights.get(key)
         if ins is None:
@@ -181,13 +202,18 @@ class ReflectionMemory:
         reflect: bool = False,
         name: str = "reflection",
     ) -> None:
+        if not isinstance(judge, LLMJudgeGuardrail):
+            raise InputError("The 'judge' of ReflectionMemory must be an LLMJudgeGuardrail. "
+                             f"Got {type(judge).__name__}.")
         self.judge = judge
-        self.max_lessons = max_lessons
+        self.max_lessons = check_scalar(max_lessons, "max_lessons", "ReflectionMemory", kind=int,
+                                        lo=1)
         self.reflect = reflect
         self.name = name
         self.lessons_: list[str] = []
 
     def check(self, case: Case) -> Decision:
+        case = as_case(case, "case", "ReflectionMemory.check")
         s = float(self.judge.score([case], self.lessons_[-self.max_lessons :])[0])
         return Decision(s >= 0.5, s, "memory" if self.lessons_ else "base", s)
 
@@ -196,7 +222,8 @@ class ReflectionMemory:
         return [Decision(bool(s >= 0.5), float(s), "base", float(s)) for s in scores]
 
     def report(self, case: Case, label: int | str) -> None:
-        verdict = label_to_str(as_label(label))
+        case = as_case(case, "case", "ReflectionMemory.report")
+        verdict = label_to_str(as_label(label, "label", "ReflectionMemory.report"))
         lesson = f"Cases like '{case.text()}' should be {verdict}ed."
         if self.reflect:
             prompt: list[dict[str, Any]] = [

@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from trustlab.core import ExperimentConfig, Report, RunContext, register
+from trustlab.core.figures import add_alt_text, new_figure
 from trustlab.embed import HashingEmbedder, MiniLMEmbedder, default_cache_path
 from trustlab.methods.lisa.base import EmbeddingGuardrail, LLMJudgeGuardrail
 from trustlab.methods.lisa.baselines import (
@@ -380,10 +381,8 @@ def _metrics(report, config, rows, latency, cold) -> None:
 
 
 def _curve_figure(config, curves):
-    import matplotlib.pyplot as plt
-
     n_s, n_f = len(config.suites), len(config.flip_rates)
-    fig, axes = plt.subplots(n_s, n_f, figsize=(4 * n_f, 3 * n_s), squeeze=False)
+    fig, axes = new_figure(n_s, n_f, size=(4 * n_f, 3 * n_s))
     methods = ("base", "lisa", "lisa_nogate", "lisa_nolocal", "lisa_nocal", "exemplar",
                "insight", "insight_lisa_keys")
     for i, s in enumerate(config.suites):
@@ -398,15 +397,16 @@ def _curve_figure(config, curves):
             ax.set_xlabel("reports received")
             ax.set_ylabel("window accuracy")
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
+    add_alt_text(fig, f"Line charts of window accuracy against reports received, one panel per "
+                      f"suite ({', '.join(config.suites)}) and flip rate "
+                      f"({', '.join(f'{f:g}' for f in config.flip_rates)}), one line per method.")
     return fig
 
 
 def _frontier_figure(rows, cold, config):
-    import matplotlib.pyplot as plt
-
     hi = max(config.flip_rates)
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, axes = new_figure(size=(5, 3.5))
+    ax = axes[0, 0]
     warm = {r["method"]: r["p50_ms"] for r in rows if r["flip_rate"] == hi}
     points = {
         "base": (cold.get("base"), _mean_acc(rows, "base", hi)),
@@ -422,5 +422,6 @@ def _frontier_figure(rows, cold, config):
             ax.annotate(name, (x, y), fontsize=8)
     ax.set_xlabel("p50 latency per decision (ms, unseen text)")
     ax.set_ylabel("accuracy (mean over suites)")
-    fig.tight_layout()
+    add_alt_text(fig, "Scatter of mean accuracy over suites against p50 decision latency on "
+                      "unseen text for the base guardrail, a larger base and LiSA.")
     return fig

@@ -53,8 +53,17 @@ from typing import Any
 import numpy as np
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_open_unit, check_scalar
 from trustlab.embed import Embedder
-from trustlab.methods.lisa.cases import ALLOW, BLOCK, Case, Decision, FiredEntry
+from trustlab.methods.lisa.cases import (
+    ALLOW,
+    BLOCK,
+    Case,
+    Decision,
+    FiredEntry,
+    as_case,
+    as_label,
+)
 from trustlab.stats import beta_posterior_quantile
 
 #: Grid over the base's accuracy A for its posterior (midpoints of 400 bins of [0, 1]).
@@ -151,6 +160,10 @@ def abstraction_names(
     return tuple(out)
 
 
+def _check_score(score: object, where: str) -> float:
+    return check_scalar(score, "base_score", where, lo=0.0, hi=1.0)
+
+
 class ValueIndex:
     """Online leader clustering of attribute values, one cluster list per attribute.
 
@@ -160,21 +173,32 @@ class ValueIndex:
     """
 
     def __init__(self, embedder: Embedder | None, similarity: float) -> None:
+        if embedder is not None and not isinstance(embedder, Embedder):
+            raise InputError("The 'embedder' parameter of ValueIndex must be an Embedder or None. "
+                             f"Got {type(embedder).__name__}.")
         self.embedder = embedder
-        self.similarity = similarity
+        self.similarity = check_scalar(similarity, "similarity", "ValueIndex", lo=0.0, hi=1.0,
+                                       closed="right")
         self._exact: dict[str, dict[str, int]] = {}
         self._leaders: dict[str, list[str]] = {}
         self._vectors: dict[str, np.ndarray] = {}
         self._miss: dict[str, set[str]] = {}
 
     def leader(self, attr: str, cid: int) -> str:
-        return self._leaders[attr][cid]
+        leaders = self._leaders.get(attr, [])
+        if isinstance(cid, bool) or not isinstance(cid, int) or not 0 <= cid < len(leaders):
+            raise InputError(f"ValueIndex has no cluster {cid!r} for '{attr}' "
+                             f"({len(leaders)} cluster(s)).")
+        return leaders[cid]
 
     def n_clusters(self, attr: str) -> int:
         return len(self._leaders.get(attr, ()))
 
     def lookup(self, attr: str, value: str, *, create: bool) -> int:
         """Cluster id of ``value`` for ``attr``; -1 when absent and ``create`` is false."""
+        if not isinstance(attr, str) or not isinstance(value, str) or not isinstance(create, bool):
+            raise InputError("ValueIndex.lookup needs an attribute name, a value (strings) and "
+                             f"create=True/False. Got {attr!r}, {value!r}, {create!r}.")
         exact = self._exact.setdefault(attr, {})
         if value in exact:
             return exact[value]
@@ -297,6 +321,12 @@ class PolicyMemory:
       calibrate: False switches traffic calibration off (ablation: c_hat = c).
     """
 
+    #: The options LiSA passes on (``Lisa(base, **options)``).
+    OPTIONS: tuple[str, ...] = (
+        "value_similarity", "gate_alpha", "prior", "base_prior_strength", "gating",
+        "local_rules", "abstraction", "min_split_support", "report_share", "calibrate",
+    )
+
     def __init__(
         self,
         *,
@@ -325,22 +355,44 @@ class PolicyMemory:
         self.abstraction = abstraction
 
     # -- state --------------------------------------------------------------------------
+    def check(self) -> PolicyMemory:
+        """Validate every option (run before the first report or check)."""
+        where = "LiSA"
+        check_open_unit(self.gate_alpha, "gate_alpha", where)
+        check_scalar(self.value_similarity, "value_similarity", where, lo=0.0, hi=1.0,
+                     closed="right")
+        check_scalar(self.base_prior_strength, "base_prior_strength", where, lo=0.0)
+        check_scalar(self.report_share, "report_share", where, lo=0.0, hi=1.0, closed="right")
+        check_scalar(self.min_split_support, "min_split_support", where, kind=int, lo=1)
+        if isinstance(self.prior, str) or not isinstance(self.prior, Sequence) \
+                or len(self.prior) != 2:
+            raise InputError(f"The 'prior' parameter of {where} must be a pair (a, b). "
+                             f"Got {self.prior!r}.")
+        for value in self.prior:
+            check_scalar(value, "prior", where, lo=0.0, closed="neither")
+        for name in ("gating", "local_rules", "calibrate"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"The '{name}' parameter of {where} must be True or False. "
+                                 f"Got {getattr(self, name)!r}.")
+        if self.embedder is not None and not isinstance(self.embedder, Embedder):
+            raise InputError(f"The 'embedder' parameter of {where} must be an Embedder or None. "
+                             f"Got {type(self.embedder).__name__}.")
+        if self.abstraction is not None:
+            ok = isinstance(self.abstraction, dict) and all(
+                kind in ("flow", "action") and isinstance(attrs, tuple | list) and attrs
+                and all(isinstance(a, str) and a for a in attrs)
+                for kind, attrs in self.abstraction.items()
+            )
+            if not ok:
+                raise InputError(f"The 'abstraction' parameter of {where} must map 'flow' and/or "
+                                 "'action' to non-empty tuples of attribute names. "
+                                 f"Got {self.abstraction!r}.")
+        return self
+
     def _state(self) -> None:
         if hasattr(self, "roots_"):
             return
-        if not 0.0 < self.gate_alpha < 1.0:
-            raise InputError(
-                f"The 'gate_alpha' parameter of LiSA must be in (0, 1). Got {self.gate_alpha}."
-            )
-        if self.base_prior_strength < 0:
-            raise InputError(
-                "The 'base_prior_strength' parameter of LiSA must be >= 0. "
-                f"Got {self.base_prior_strength}."
-            )
-        if not 0.0 < self.report_share <= 1.0:
-            raise InputError(
-                f"The 'report_share' parameter of LiSA must be in (0, 1]. Got {self.report_share}."
-            )
+        self.check()
         self.index_ = ValueIndex(self.embedder, self.value_similarity)
         self.base_checks_ = 0  # deployed checks the base decided
         self.base_conf_sum_ = 0.0  # sum of the base's confidence over them
@@ -361,8 +413,12 @@ class PolicyMemory:
     def fold(self, case: Case, label: int, base_score: float, decided_by: Sequence[str] = ()) -> str:
         """Store a report and return the id of the entry (leaf) it landed in."""
         self._state()
-        if label not in (ALLOW, BLOCK):
-            raise InputError(f"A report label must be 0 (allow) or 1 (block). Got {label!r}.")
+        where = "PolicyMemory.fold"
+        case = as_case(case, "case", where)
+        label = as_label(label, "label", where)
+        base_score = _check_score(base_score, where)
+        if isinstance(decided_by, str) or not all(isinstance(e, str) for e in decided_by):
+            raise InputError(f"The 'decided_by' parameter of {where} must be a list of entry ids.")
         attrs = case_attributes(case)
         abstr = self._abstraction(case.kind, attrs)
         cids = {a: self.index_.lookup(a, attrs.get(a, ""), create=True) for a in sorted(attrs)}
@@ -457,6 +513,7 @@ class PolicyMemory:
     def match(self, case: Case) -> MemoryEntry | None:
         """The leaf entry whose conditions the case meets, or None (no abstraction, or a split
         abstraction whose local rules do not cover the case)."""
+        case = as_case(case, "case", "PolicyMemory.match")
         if not hasattr(self, "roots_"):
             return None
         attrs = case_attributes(case)
@@ -489,6 +546,9 @@ class PolicyMemory:
     def observe(self, decision: Decision) -> None:
         """Count a deployed check: traffic the base decided is what its mistakes (and so
         the reports contradicting it) come from."""
+        if not isinstance(decision, Decision):
+            raise InputError("The 'decision' parameter of PolicyMemory.observe must be a Decision. "
+                             f"Got {type(decision).__name__}.")
         if decision.source == "base":
             self.add_traffic(1, max(decision.base_score, 1.0 - decision.base_score))
 
@@ -496,8 +556,13 @@ class PolicyMemory:
         """Add ``checks`` base-decided checks with summed confidence ``conf_sum`` (the
         service replays its persisted traffic counts through this)."""
         self._state()
-        self.base_checks_ += int(checks)
-        self.base_conf_sum_ += float(conf_sum)
+        where = "PolicyMemory.add_traffic"
+        checks = check_scalar(checks, "checks", where, kind=int, lo=0)
+        slack = 1e-9 * (checks + 1)  # a sum of confidences, each in [0.5, 1], up to rounding
+        conf_sum = check_scalar(conf_sum, "conf_sum", where, lo=0.5 * checks - slack,
+                                hi=checks + slack)
+        self.base_checks_ += checks
+        self.base_conf_sum_ += conf_sum
 
     def base_accuracy(self) -> tuple[float, float]:
         """(A_hat, c_bar): posterior mean of the base's accuracy on its traffic, and its
@@ -520,6 +585,7 @@ class PolicyMemory:
 
     def calibrated_confidence(self, base_score: float) -> float:
         """c_hat(x) = c(x) * min(1, A_hat / c_bar) (c(x) itself with ``calibrate=False``)."""
+        base_score = _check_score(base_score, "PolicyMemory.calibrated_confidence")
         conf = max(base_score, 1.0 - base_score)
         if not self.calibrate or not hasattr(self, "roots_"):
             return conf
@@ -533,6 +599,8 @@ class PolicyMemory:
 
     def consult(self, case: Case, base_score: float) -> Decision:
         """The decision for ``case`` given the base's P(block) ``base_score``."""
+        case = as_case(case, "case", "PolicyMemory.consult")
+        base_score = _check_score(base_score, "PolicyMemory.consult")
         base = Decision(bool(base_score >= 0.5), float(base_score), "base", float(base_score))
         entry = self.match(case)
         if entry is None or entry.n_reports == 0:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_consistent_length, check_labels, check_scalar
 from trustlab.methods.lisa.cases import BLOCK, Case
 from trustlab.methods.lisa.guardrail import AdaptiveGuardrail
 
@@ -41,15 +42,21 @@ class StreamResult:
 
 
 def classification_metrics(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
-    """Accuracy, F1 (block is positive), false-allow (leak) and false-block rates."""
-    pred = np.asarray(pred, dtype=int)
-    truth = np.asarray(truth, dtype=int)
+    """Accuracy, F1 (block is positive), false-allow (leak) and false-block rates.
+
+    ``pred`` and ``truth`` hold labels 0 (allow) / 1 (block) for the same non-empty cases. F1
+    is 1 when there is nothing to find and nothing was flagged; a rate over an empty class
+    (no block among the truth, say) is 0."""
+    where = "classification_metrics"
+    pred = check_labels(pred, "pred", where, n_classes=2)
+    truth = check_labels(truth, "truth", where, n_classes=2)
+    check_consistent_length(where, pred=pred, truth=truth)
     tp = int(((pred == 1) & (truth == 1)).sum())
     fp = int(((pred == 1) & (truth == 0)).sum())
     fn = int(((pred == 0) & (truth == 1)).sum())
     pos, neg = int((truth == 1).sum()), int((truth == 0).sum())
     return {
-        "accuracy": float((pred == truth).mean()) if len(truth) else float("nan"),
+        "accuracy": float((pred == truth).mean()),
         "f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 1.0,
         "false_allow": fn / pos if pos else 0.0,
         "false_block": fp / neg if neg else 0.0,
@@ -68,10 +75,20 @@ def run_stream(
     noise_window: int = 50,
 ) -> StreamResult:
     """Run one guardrail over ``cases[order]`` with the shared report process of ``seed``."""
-    if not 0.0 <= report_rate <= 1.0 or not 0.0 <= flip_rate < 1.0:
-        raise InputError(
-            f"report_rate must be in [0, 1] and flip_rate in [0, 1). Got {report_rate}, {flip_rate}."
-        )
+    where = "run_stream"
+    for method in ("check", "report", "memory_size"):
+        if not callable(getattr(guardrail, method, None)):
+            raise InputError(f"The 'guardrail' of {where} must have check, report and "
+                             f"memory_size (an AdaptiveGuardrail). Got {type(guardrail).__name__}.")
+    if isinstance(cases, str) or not isinstance(cases, Sequence) or not cases \
+            or not all(isinstance(c, Case) for c in cases):
+        raise InputError(f"The 'cases' parameter of {where} must be a non-empty list of Cases.")
+    labels = check_labels(labels, "labels", where, n_classes=2, n_samples=len(cases))
+    order = check_labels(order, "order", where, n_classes=len(cases))
+    report_rate = check_scalar(report_rate, "report_rate", where, lo=0.0, hi=1.0)
+    flip_rate = check_scalar(flip_rate, "flip_rate", where, lo=0.0, hi=1.0, closed="left")
+    seed = check_scalar(seed, "seed", where, kind=int, lo=0)
+    noise_window = check_scalar(noise_window, "noise_window", where, kind=int, lo=1)
     rng = np.random.default_rng(seed)
     draws = rng.random((len(order), 3))
     preds = np.zeros(len(order), dtype=int)
@@ -115,6 +132,11 @@ def run_stream(
 
 def learning_curve(result: StreamResult, n_windows: int) -> list[dict[str, float]]:
     """Metrics per consecutive window of the stream, with the reports received so far."""
+    if not isinstance(result, StreamResult):
+        raise InputError("The 'result' parameter of learning_curve must be a StreamResult. "
+                         f"Got {type(result).__name__}.")
+    n_windows = check_scalar(n_windows, "n_windows", "learning_curve", kind=int, lo=1,
+                             hi=max(1, len(result.labels)))
     rows = []
     for w, idx in enumerate(np.array_split(np.arange(len(result.labels)), n_windows)):
         if len(idx) == 0:

@@ -1,4 +1,5 @@
-"""Figures of the research-net experiment (matplotlib; no files written here)."""
+"""Figures of the research-net experiment (``core.figures``: Agg-backed, no pyplot; no files
+written here)."""
 
 from __future__ import annotations
 
@@ -6,19 +7,15 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
+from trustlab.core.figures import add_alt_text, new_figure
 from trustlab.methods.research_net.budget import Budget
 
 __all__ = ["draw_networks", "plot_gini", "plot_learning_curves", "plot_roles"]
 
 
-def _subplots(rows: int, cols: int, figsize: tuple[float, float]) -> tuple[Figure, Any]:
-    """An Agg-backed figure without pyplot state (nothing global, never shown)."""
-    fig = Figure(figsize=figsize)
-    FigureCanvasAgg(fig)
-    return fig, fig.subplots(rows, cols, squeeze=False)
+def _subplots(rows: int, cols: int, figsize: tuple[float, float]) -> tuple[Any, Any]:
+    return new_figure(rows, cols, size=figsize)
 
 
 def draw_networks(
@@ -41,6 +38,8 @@ def draw_networks(
         ax.set_title(title, fontsize=10)
         ax.set_axis_off()
     fig.colorbar(nodes, ax=axes[0].tolist(), shrink=0.7, label="own research share r_i")
+    add_alt_text(fig, f"Network drawings ({', '.join(t for t, _, _ in panels)}): nodes coloured "
+                      "by own research share, sized by knowledge; arrows show attention.")
     return fig
 
 
@@ -56,7 +55,8 @@ def plot_learning_curves(curves: dict[str, list[dict[str, float]]], fixed: dict[
         ax.set_xlabel("Adam step")
         ax.set_ylabel("total knowledge")
     axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
+    add_alt_text(fig, f"Line charts of total knowledge against Adam step for {', '.join(names)}, "
+                      "each with the best fixed topology as a dashed line.")
     return fig
 
 
@@ -76,7 +76,8 @@ def plot_gini(
     right.set_xlabel("learning round t")
     right.set_title("over simulated time (optimised network)")
     left.legend(fontsize=7)
-    fig.tight_layout()
+    add_alt_text(fig, "Line charts of the Gini coefficient of knowledge over optimisation steps "
+                      "and over simulated learning rounds, one line per cell.")
     return fig
 
 
@@ -91,5 +92,6 @@ def plot_roles(panels: list[tuple[str, np.ndarray, np.ndarray, float]]) -> Any:
         axes[1][col].scatter(r, k, s=12)
         axes[1][col].set_xlabel("own research share r_i")
         axes[1][col].set_ylabel("knowledge K_i")
-    fig.tight_layout()
+    add_alt_text(fig, "Histograms of own-research shares with the researcher/learner split "
+                      "dashed, and scatter plots of knowledge against own-research share.")
     return fig
