@@ -51,6 +51,9 @@ from trustlab.methods.lisa import (
     run_stream,
 )
 
+from ..malformed import INT, LABELS, RATE, UNIT, malformed_input_tests, scalar
+from ..malformed import Case as Entry
+
 PROPERTY = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                            HealthCheck.function_scoped_fixture])
@@ -345,3 +348,44 @@ def test_embedders_are_checked_where_lisa_takes_them(emb):
         EmbeddingGuardrail("minilm").fit([flow(), flow("Sam")], [0, 1])
     lazy = EmbeddingGuardrail(MiniLMEmbedder(None))  # storing options loads nothing
     assert lazy.embedder._model is None
+    with pytest.raises(InputError, match="dim"):  # issue 38 (the substrate checks it now)
+        HashingEmbedder(0)
+
+
+# -- the shared corruptions (tests/malformed.py): every array and scalar argument -----------------
+_PRED = np.array([0, 1, 1, 0, 1, 0, 0, 1])
+_TRUTH = np.array([0, 1, 0, 0, 1, 1, 0, 1])
+_SEED_CASES, _SEED_LABELS = generic_seed_set(40, np.random.default_rng(0), 20)
+_STREAM = [flow(subject=s) for s in "ABCDEF"]
+
+
+def _fit_scores(labels):
+    base = EmbeddingGuardrail(HashingEmbedder(64)).fit(_SEED_CASES, labels)
+    return base.score(_SEED_CASES[:10])
+
+
+def _stream(labels, order, report_rate, flip_rate):
+    res = run_stream(Lisa(FixedBase(0.7), embedder=None), _STREAM, labels, order,
+                     report_rate=report_rate, flip_rate=flip_rate, seed=0)
+    return {"pred": res.predictions, "reports": res.n_reports}
+
+
+MALFORMED = [
+    Entry("classification_metrics", lambda pred, truth: classification_metrics(pred, truth),
+         {"pred": _PRED, "truth": _TRUTH}, {"pred": LABELS, "truth": LABELS}),
+    Entry("EmbeddingGuardrail.fit", _fit_scores, {"labels": _SEED_LABELS}, {"labels": LABELS}),
+    Entry("run_stream", _stream, {"labels": np.array([0, 1, 0, 1, 0, 1]),
+                                 "order": np.array([0, 1, 2, 3, 4, 5, 0, 1]),
+                                 "report_rate": 0.5, "flip_rate": 0.2},
+         {"labels": LABELS, "order": LABELS.without("one label short"), "report_rate": RATE,
+          "flip_rate": scalar("flip rate", -0.1, 1.0)}),
+    Entry("generic_seed_set", lambda n_flows, n_tool_calls: [c.key() for c in generic_seed_set(
+        n_flows, np.random.default_rng(0), n_tool_calls)[0]], {"n_flows": 6, "n_tool_calls": 4},
+         {"n_flows": INT(lo=0), "n_tool_calls": INT(10**6, lo=0)}),
+    Entry("build_suite", lambda variants: len(build_suite("confaide_plus", variants=variants).cases),
+         {"variants": 2}, {"variants": INT(17, lo=1)}),
+    Entry("Lisa.report", lambda gate_alpha: Lisa(FixedBase(0.7), embedder=None,
+                                                gate_alpha=gate_alpha).report(flow(), "allow"),
+         {"gate_alpha": 0.2}, {"gate_alpha": UNIT}),
+]
+test_every_corruption_once, test_malformed_input = malformed_input_tests(MALFORMED)

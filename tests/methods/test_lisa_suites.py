@@ -176,6 +176,9 @@ def _accuracy_at_20_percent_flips(emb, seed: int) -> dict[str, dict[str, float]]
             0, len(suite.cases), config.stream_length
         )
         fb_seed = int(_child_rng(seed, f"feedback {name}").integers(0, 2**31))
+        streamed = [suite.cases[i] for i in sorted(set(order.tolist()))]
+        base.score(streamed)  # embed the streamed cases once, batched, as the experiment does
+        emb.encode(sorted({v for c in streamed for v in c.attributes().values()}))
         for g in _methods(config, base, emb):
             if g.name not in _COMPARED:
                 continue

@@ -46,6 +46,8 @@ from trustlab.methods.research_net import (
     split_roles,
 )
 
+from ..malformed import ARRAY, CHOICE, INT, POSITIVE, RATE, Case, malformed_input_tests, scalar
+
 D = torch.float64
 PROPERTY = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -343,3 +345,55 @@ def test_optimiser_runs_or_refuses(options):
     assert all(isinstance(r, Restart) and r.best_objective >= r.initial_objective
                for r in opt.restarts_)
     assert torch.allclose(opt.budget_.row_sums(), torch.ones(3, dtype=D), atol=1e-12)
+
+
+# -- the shared corruptions (tests/malformed.py): every array and scalar argument -----------------
+R_SHARES = np.array([0.95, 0.9, 0.05, 0.1, 0.02, 0.0, 1.0])
+K_VALUES = np.array([1.0, 2.0, 0.5, 3.0, 0.0, 1.5])
+RING = nx.cycle_graph(5)
+
+
+def _np(out):
+    return out.detach().numpy() if isinstance(out, torch.Tensor) else out
+
+
+def _budget_arrays(b):
+    return {"r": _np(b.r), "w": _np(b.w)}
+
+
+CASES = [
+    Case("gini", lambda x: gini(x), {"x": K_VALUES}, {"x": ARRAY}),
+    Case("bimodality_coefficient", lambda x: bimodality_coefficient(x), {"x": K_VALUES},
+         {"x": ARRAY}),
+    Case("split_roles", lambda r: split_roles(r).researchers, {"r": R_SHARES}, {"r": ARRAY}),
+    Case("budget_from_graph", lambda r0: _budget_arrays(budget_from_graph(RING, r0,
+                                                                          Support.complete(5))),
+         {"r0": 0.4}, {"r0": RATE}),
+    Case("best_fixed", lambda r0_grid: best_fixed(ResearchModel(), RING, "ring",
+                                                  Support.complete(5), r0_grid).objective,
+         {"r0_grid": np.linspace(0, 1, 5)}, {"r0_grid": ARRAY}),
+    Case("softmax_budget", lambda theta_self, theta_edge: _budget_arrays(
+        softmax_budget(theta_self, theta_edge, Support.complete(3))),
+         {"theta_self": np.zeros(3), "theta_edge": np.linspace(-1, 1, 6)},
+         {"theta_self": ARRAY, "theta_edge": ARRAY}),
+    Case("project_budget", lambda x_self, x_edge: _budget_arrays(
+        project_budget(x_self, x_edge, Support.complete(3))),
+         {"x_self": np.full(3, 0.5), "x_edge": np.linspace(0, 1, 6)},
+         {"x_self": ARRAY, "x_edge": ARRAY}),
+    Case("katz_bonacich", lambda a_dense, u, delta: _np(katz_bonacich(a_dense, delta, u)),
+         {"a_dense": np.full((3, 3), 0.2) - np.eye(3) * 0.2, "u": np.ones(3), "delta": 0.5},
+         {"a_dense": ARRAY, "u": ARRAY, "delta": scalar("delta", -0.1, 10.0)}),
+    Case("ResearchModel", lambda lam, alpha, n_ideas: ResearchModel(
+        lam=lam, alpha=alpha, n_ideas=n_ideas), {"lam": 4.0, "alpha": 0.5, "n_ideas": 8},
+         {"lam": POSITIVE, "alpha": scalar("alpha", 0.0, -0.1, 1.5), "n_ideas": INT(lo=1)}),
+    Case("NetworkOptimiser.fit", lambda n_steps, lr: NetworkOptimiser(
+        ResearchModel(), n_steps=n_steps, lr=lr, n_restarts=1).fit(Support.complete(3)).objective_,
+         {"n_steps": 3, "lr": 0.1}, {"n_steps": INT(lo=1), "lr": POSITIVE}),
+    Case("attention_graph", lambda threshold: sorted(attention_graph(softmax_budget(
+        torch.zeros(3, dtype=D), torch.zeros(6, dtype=D), Support.complete(3)), threshold).edges),
+         {"threshold": 0.01}, {"threshold": POSITIVE}),
+    Case("fixed_topology", lambda name, n: sorted(fixed_topology(
+        name, n, np.random.default_rng(0)).edges), {"name": "ring", "n": 6},
+         {"name": CHOICE(), "n": INT(lo=3)}),
+]
+test_every_corruption_once, test_malformed_input = malformed_input_tests(CASES)

@@ -56,6 +56,8 @@ from trustlab.methods.sae_idempotency import (
     topk_activation,
 )
 
+from ..malformed import ARRAY, INT, POSITIVE, SAMPLES, Case, malformed_input_tests, scalar
+
 PROPERTY = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
@@ -420,3 +422,51 @@ def test_saelens_folders_load_or_give_a_data_error(tmp_path_factory, damage, arc
         load_saelens(None)
     with pytest.raises(InputError, match="SparseAutoencoder"):
         save_saelens("not an sae", folder)
+
+
+# -- the shared corruptions (tests/malformed.py): every array and scalar argument -----------------
+_X = torch.randn(40, 6, generator=gen(21)).numpy()
+_SAE = SparseAutoencoder(6, 10, "topk", k=3, generator=gen(22)).eval()
+
+
+def _np(out):
+    if isinstance(out, torch.Tensor):
+        return out.detach().numpy()
+    if isinstance(out, tuple):
+        return tuple(_np(o) for o in out)
+    return out
+
+
+def _row(d):
+    return {k: v for k, v in d.as_row().items()}
+
+
+MALFORMED = [
+    Case("fraction_of_variance_unexplained", lambda x, x_hat: fraction_of_variance_unexplained(
+        x, x_hat), {"x": _X, "x_hat": _X * 0.9}, {"x": SAMPLES, "x_hat": SAMPLES}),
+    Case("normalization_scale", lambda x: normalization_scale(x), {"x": _X}, {"x": SAMPLES}),
+    Case("l0", lambda z: l0(z), {"z": np.abs(_X) * (_X > 0)}, {"z": ARRAY}),
+    Case("dead_latent_fraction", lambda z: dead_latent_fraction(z), {"z": _X * (_X > 0)},
+         {"z": ARRAY}),
+    Case("feature_recovery", lambda learned, truth, threshold: feature_recovery(
+        learned, truth, threshold=threshold), {"learned": _X[:10], "truth": _X[10:14],
+                                               "threshold": 0.5},
+         {"learned": SAMPLES, "truth": SAMPLES, "threshold": scalar("threshold", 1.5, -2.0)}),
+    Case("reconstruct", lambda x: _np(reconstruct(_SAE, x)), {"x": _X}, {"x": SAMPLES}),
+    Case("diagnose", lambda x: _row(diagnose(_SAE, x, n_iter=3)), {"x": _X}, {"x": SAMPLES}),
+    Case("active_set_jaccard", lambda x: _np(active_set_jaccard(_SAE, x)), {"x": _X},
+         {"x": SAMPLES}),
+    Case("topk_activation", lambda pre, k: _np(topk_activation(pre, k)), {"pre": _X, "k": 2},
+         {"pre": ARRAY, "k": INT(7, lo=1)}),
+    Case("sparse_feature_data", lambda n, p_active: _np(sparse_feature_data(
+        n, 4, 6, p_active=p_active, generator=gen(0)).x), {"n": 20, "p_active": 0.3},
+         {"n": INT(lo=1), "p_active": scalar("p_active", 0.0, 1.5, -0.1)}),
+    Case("TrainConfig", lambda d_sae, lr, n_steps: TrainConfig(d_sae=d_sae, k=2, lr=lr,
+                                                               n_steps=n_steps),
+         {"d_sae": 16, "lr": 3e-3, "n_steps": 5},
+         {"d_sae": INT(lo=2), "lr": POSITIVE, "n_steps": INT(lo=1)}),
+    Case("SparseAutoencoder", lambda d_in, d_sae: _np(SparseAutoencoder(
+        d_in, d_sae, "relu", generator=gen(1)).W_dec), {"d_in": 4, "d_sae": 6},
+         {"d_in": INT(lo=1), "d_sae": INT(lo=1)}),
+]
+test_every_corruption_once, test_malformed_input = malformed_input_tests(MALFORMED)

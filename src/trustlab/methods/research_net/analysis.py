@@ -41,7 +41,7 @@ BIMODAL_THRESHOLD = 5.0 / 9.0
 def bimodality_coefficient(x: ArrayLike) -> float:
     """Sarle's bimodality coefficient (bias-corrected moments); nan for fewer than 4 values or
     no spread."""
-    v = as_float_array(x, "x", "bimodality_coefficient", ndim=1, allow_empty=True)
+    v = as_float_array(x, "x", "bimodality_coefficient", ndim=1)
     n = v.size
     if n < 4 or np.ptp(v) <= 1e-12 * max(1.0, np.abs(v).max()):
         return float("nan")

@@ -171,8 +171,8 @@ def katz_bonacich_iterative(
 
 def gini(x: torch.Tensor | np.ndarray) -> float:
     """Gini coefficient of non-negative values (0: equal; ``1 - 1/n``: one holds everything;
-    0 for no values or all zeros)."""
-    v = np.sort(as_float_array(x, "x", "gini", ndim=1, allow_empty=True))
+    0 for all zeros; no values is an error)."""
+    v = np.sort(as_float_array(x, "x", "gini", ndim=1))
     if v.size and v[0] < 0:
         raise InputError(f"The 'x' parameter of gini must be >= 0. Got a value of {v[0]:.4g}.")
     n = v.size

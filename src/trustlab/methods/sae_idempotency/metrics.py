@@ -124,15 +124,15 @@ def fraction_of_variance_unexplained(x: torch.Tensor, x_hat: torch.Tensor) -> fl
 
 
 def l0(z: torch.Tensor) -> float:
-    """Mean number of non-zero latents per input."""
-    z = as_activations(z, "z", "l0", ndim=None)
+    """Mean number of non-zero latents per input (``z`` is [n, d_sae])."""
+    z = as_activations(z, "z", "l0")
     return float((z != 0).sum(-1).double().mean())
 
 
 def latent_fire_counts(z: torch.Tensor) -> torch.Tensor:
-    """How many inputs each latent fires (is non-zero) on: [d_sae]."""
-    z = as_activations(z, "z", "latent_fire_counts", ndim=None)
-    return (z.reshape(-1, z.shape[-1]) != 0).sum(0)
+    """How many inputs each latent fires (is non-zero) on: [d_sae] (``z`` is [n, d_sae])."""
+    z = as_activations(z, "z", "latent_fire_counts")
+    return (z != 0).sum(0)
 
 
 def dead_latent_fraction(z: torch.Tensor) -> float:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -72,7 +73,7 @@ def as_activations(
                          f"Got {type(x).__name__}.")
     else:
         arr = as_float_array(x, name, where, allow_empty=True, allow_nonfinite=True)
-        t = torch.as_tensor(arr, dtype=torch.float32)
+        t = torch.as_tensor(np.ascontiguousarray(arr), dtype=torch.float32)  # C order, as tensors
     if ndim is not None and t.dim() != ndim:
         raise InputError(f"The '{name}' parameter of {where} must be {ndim}-D. "
                          f"Got shape {tuple(t.shape)}.")
