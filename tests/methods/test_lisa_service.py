@@ -202,3 +202,42 @@ def test_a_killed_server_loses_no_acknowledged_report(tmp_path):
     assert len(acked) >= 40
     stored = {i for i, _, _ in ReportLog(db).replay()}
     assert set(acked) <= stored
+
+
+def test_a_report_log_that_is_not_one_is_named_not_overwritten_or_created(tmp_path):
+    """Issue 38 (service): a directory, a non-SQLite file, another program's database or a
+    damaged row give one DataError/InputError naming the path; `lisa check --db` with a typo
+    exits 2 instead of creating an empty log and deciding without memory."""
+    from trustlab.core.errors import DataError, InputError
+
+    with pytest.raises(InputError, match="directory"):
+        ReportLog(tmp_path)
+    text = tmp_path / "notes.db"
+    text.write_text("not a database\n" * 200)
+    with pytest.raises(DataError, match="not a LiSA report log"):
+        ReportLog(text)
+    assert text.read_text().startswith("not a database")  # untouched
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as con:
+        con.execute("CREATE TABLE users (name TEXT)")
+    with pytest.raises(DataError, match=r"something else.*users"):
+        ReportLog(other)
+    with pytest.raises(InputError, match="No report log"):
+        ReportLog(tmp_path / "typo.db", must_exist=True)
+    assert not (tmp_path / "typo.db").exists()
+
+    log = ReportLog(tmp_path / "ok.db")
+    log.append(Case.from_dict(case()), 1, None)
+    with sqlite3.connect(tmp_path / "ok.db") as con:
+        con.execute("INSERT INTO reports (case_json, label, created) VALUES ('{}', 7, 0)")
+    with pytest.raises(DataError, match=r"Report 2 .* damaged"):
+        ReportLog(tmp_path / "ok.db").replay()
+
+    proc = subprocess.run([sys.executable, "-m", "trustlab.cli", "lisa", "check",
+                           '{"action": "x"}', "--db", str(tmp_path / "typo.db")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr and "No report log" in proc.stderr
+    assert not (tmp_path / "typo.db").exists()

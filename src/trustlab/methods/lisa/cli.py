@@ -17,7 +17,7 @@ def serve(
         "lisa.db"
     ),
     host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port.")] = 8000,
     token: Annotated[
         str | None,
         typer.Option(
@@ -54,10 +54,11 @@ def check(
         case = Case.from_dict(json.loads(case_json))
     except json.JSONDecodeError as exc:
         raise InputError(f"The case must be a JSON object: {exc}.") from exc
+    log = None if db is None else ReportLog(db, must_exist=True)  # a typo is not a new log
     base = default_base()
     lisa = Lisa(base, embedder=base.embedder)
-    if db is not None:
-        for _, c, label in ReportLog(db).replay():
+    if log is not None:
+        for _, c, label in log.replay():
             lisa.report(c, label)
     d = lisa.check(case)
     typer.echo(json.dumps({"decision": "block" if d.block else "allow", "score": d.score,

@@ -29,8 +29,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trustlab.core.errors import InputError
-from trustlab.methods.lisa.cases import FLOW_FIELDS, Case, label_from_str, label_to_str
+from trustlab.core.errors import DataError, InputError
+from trustlab.methods.lisa.cases import (
+    FLOW_FIELDS,
+    Case,
+    as_label,
+    label_from_str,
+    label_to_str,
+)
 
 __all__ = ["CaseIn", "CheckIn", "ReportIn", "ReportLog", "create_app", "default_base"]
 
@@ -66,11 +72,26 @@ class ReportIn(BaseModel):
 class ReportLog:
     """Append-only report log in SQLite (WAL). Thread-safe; one connection per thread."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, must_exist: bool = False) -> None:
         self.path = Path(path)
+        if self.path.is_dir():
+            raise InputError(f"The report log '{self.path}' is a directory; give a file path.")
+        if must_exist and not self.path.is_file():
+            raise InputError(f"No report log at '{self.path}'.")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        try:
+            self._create_tables()
+        except sqlite3.DatabaseError as exc:
+            raise DataError(f"'{self.path}' is not a LiSA report log (SQLite: {exc}).") from exc
+
+    def _create_tables(self) -> None:
         con = self._con()
+        tables = {r[0] for r in con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+        if tables and not {"reports", "traffic"} <= tables:
+            raise DataError(f"'{self.path}' is an SQLite database of something else (tables: "
+                            f"{', '.join(sorted(tables))}), not a LiSA report log.")
         with con:
             con.execute(
                 "CREATE TABLE IF NOT EXISTS reports (id INTEGER PRIMARY KEY AUTOINCREMENT, "
@@ -116,8 +137,19 @@ class ReportLog:
             raise
 
     def replay(self) -> list[tuple[int, Case, int]]:
-        rows = self._con().execute("SELECT id, case_json, label FROM reports ORDER BY id")
-        return [(int(i), Case.from_dict(json.loads(c)), int(lab)) for i, c, lab in rows]
+        """Every report in commit order; a damaged row is a DataError naming it."""
+        try:
+            rows = self._con().execute(
+                "SELECT id, case_json, label FROM reports ORDER BY id").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise DataError(f"The report log '{self.path}' cannot be read: {exc}.") from exc
+        out = []
+        for i, c, lab in rows:
+            try:
+                out.append((int(i), Case.from_dict(json.loads(c)), as_label(lab)))
+            except (InputError, TypeError, ValueError) as exc:
+                raise DataError(f"Report {i} of the log '{self.path}' is damaged: {exc}") from exc
+        return out
 
     def add_check(self, after_report: int, conf: float) -> None:
         """Count one base-decided check after report ``after_report`` (one upsert)."""
