@@ -42,9 +42,9 @@ REFERENCE_RUN_S: dict[str, float] = {
     "lisa": 214.0,
     "arao": 307.0,
     "flowreach": 535.0,
-    # an estimate, not a measured run: ~130 chat-s fine-tune+evaluate cells of 3-4 CPU-min each
+    # an estimate, not a measured run: ~130 chat-s fine-tune+evaluate cells at ~80 s each
     # (docs/methods/gradshield.md, Limits); `--quick` is ~20 s
-    "gradshield": 28800.0,
+    "gradshield": 10800.0,
 }
 
 #: Quick-preset wall seconds (``--quick``): the contract tests hold each under 60 s.
