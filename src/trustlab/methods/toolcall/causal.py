@@ -29,7 +29,12 @@ import numpy as np
 import torch
 
 from trustlab.core.errors import InputError
-from trustlab.core.validation import check_open_unit, check_scalar
+from trustlab.core.validation import (
+    as_float_array,
+    check_choice,
+    check_open_unit,
+    check_scalar,
+)
 from trustlab.lm import (
     AblateDirection,
     AddVector,
@@ -45,6 +50,7 @@ from trustlab.lm import (
 )
 from trustlab.methods.toolcall.decision import ToolDecision
 from trustlab.methods.toolcall.direction import ToolDirection, layer_names
+from trustlab.methods.toolcall.pairs import check_pairs
 from trustlab.stats import DifferenceInterval, bootstrap_ci, paired_difference
 
 __all__ = [
@@ -63,9 +69,34 @@ Interventions = Sequence[Intervention]
 
 
 # ------------------------------------------------------------------------- interventions
+def _vector(value: Any, name: str, where: str, d: int | None = None) -> torch.Tensor:
+    """A finite, non-zero 1-D vector (of length ``d`` when given) as float32."""
+    arr = as_float_array(value, name, where, ndim=1)
+    if d is not None and arr.shape[0] != d:
+        raise InputError(
+            f"The '{name}' parameter of {where} must have length d_model = {d}. Got {arr.shape[0]}."
+        )
+    if not np.any(arr):
+        raise InputError(f"The '{name}' parameter of {where} must not be the zero vector.")
+    return torch.from_numpy(arr).float()
+
+
+def _model(model: Any, where: str) -> LanguageModel:
+    if not isinstance(model, LanguageModel):
+        raise InputError(
+            f"The 'model' parameter of {where} must be a trustlab.lm.LanguageModel. "
+            f"Got {type(model).__name__}."
+        )
+    return model
+
+
+def _position(position: Any, where: str) -> int:
+    return check_scalar(position, "position", where, kind=int, hi=-1)
+
+
 def ablation(direction: torch.Tensor) -> list[Intervention]:
     """Directional ablation of ``direction`` from every write into the stream, all positions."""
-    return [AblateDirection(torch.as_tensor(direction, dtype=torch.float32))]
+    return [AblateDirection(_vector(direction, "direction", "ablation"))]
 
 
 def clamp(
@@ -73,15 +104,18 @@ def clamp(
 ) -> list[Intervention]:
     """Clamp the projection on unit ``direction`` to ``values[i]`` at layer ``i`` (every
     ``resid_pre`` and the final ``resid_post``) at ``position`` (an offset from the end)."""
-    sites = layer_names(model)
-    if len(values) != len(sites):
+    where = "clamp"
+    sites = layer_names(_model(model, where))
+    r = _vector(direction, "direction", where, model.d_model)
+    vals = as_float_array(values, "values", where, ndim=1)
+    if len(vals) != len(sites):
         raise InputError(
-            f"'values' must give one value per layer ({len(sites)}). Got {len(values)}."
+            f"The 'values' parameter of {where} must give one value per layer ({len(sites)}). "
+            f"Got {len(vals)}."
         )
-    r = torch.as_tensor(direction, dtype=torch.float32)
-    pos = Positions.at([int(position)])
+    pos = Positions.at([_position(position, where)])
     return [
-        ClampProjection(r, float(v), s, positions=pos) for s, v in zip(sites, values, strict=True)
+        ClampProjection(r, float(v), s, positions=pos) for s, v in zip(sites, vals, strict=True)
     ]
 
 
@@ -90,22 +124,30 @@ def addition(
 ) -> list[Intervention]:
     """Add ``alpha · vector`` to the stream entering block ``layer`` (``resid_pre``; ``layer =
     n_layers`` is the final ``resid_post``) at ``position`` (an offset from the end)."""
-    site = layer_names(model)[
-        check_scalar(layer, "layer", "addition", kind=int, lo=0, hi=model.n_layers)
+    where = "addition"
+    site = layer_names(_model(model, where))[
+        check_scalar(layer, "layer", where, kind=int, lo=0, hi=model.n_layers)
     ]
     return [
         AddVector(
-            torch.as_tensor(vector, dtype=torch.float32),
+            _vector(vector, "vector", where, model.d_model),
             site,
-            alpha=float(alpha),
-            positions=Positions.at([int(position)]),
+            alpha=check_scalar(alpha, "alpha", where),
+            positions=Positions.at([_position(position, where)]),
         )
     ]
 
 
 def random_directions(direction: torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor:
     """``n`` random unit directions [n, d] orthogonal to ``direction`` (the controls)."""
-    d = torch.as_tensor(direction, dtype=torch.float32).reshape(-1)
+    where = "random_directions"
+    d = _vector(direction, "direction", where)
+    n = check_scalar(n, "n", where, kind=int, lo=1)
+    if not isinstance(generator, torch.Generator):
+        raise InputError(
+            f"The 'generator' parameter of {where} must be a torch.Generator. "
+            f"Got {type(generator).__name__}."
+        )
     return placebo_directions(n, int(d.shape[0]), generator, exclude=d)
 
 
@@ -239,6 +281,32 @@ class CausalTest:
         return rows
 
 
+def check_interventions(value: Any, name: str, where: str) -> list[Intervention]:
+    if isinstance(value, Intervention):
+        return [value]
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InputError(
+            f"The '{name}' parameter of {where} must be a list of trustlab.lm interventions. "
+            f"Got {type(value).__name__}."
+        )
+    for v in value:
+        if not isinstance(v, Intervention):
+            raise InputError(
+                f"The '{name}' parameter of {where} must hold trustlab.lm interventions. Got "
+                f"{type(v).__name__}."
+            )
+    return list(value)
+
+
+def _decision(decision: Any, where: str) -> ToolDecision:
+    if not isinstance(decision, ToolDecision):
+        raise InputError(
+            f"The 'decision' parameter of {where} must be a ToolDecision. "
+            f"Got {type(decision).__name__}."
+        )
+    return decision
+
+
 def _measure(
     decision: ToolDecision, prompts: list[Any], interventions: Interventions
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -262,17 +330,34 @@ def causal_test(
 ) -> CausalTest:
     """Measure the decision on ``prompts`` without and with ``intervention`` and each control."""
     where = "causal_test"
-    if not isinstance(decision, ToolDecision):
-        raise InputError(f"The 'decision' parameter of {where} must be a ToolDecision.")
+    _decision(decision, where)
     if isinstance(prompts, str) or not isinstance(prompts, Sequence) or not prompts:
         raise InputError(f"The 'prompts' parameter of {where} must be a non-empty list.")
+    intervention = check_interventions(intervention, "intervention", where)
+    if isinstance(controls, str) or not isinstance(controls, Sequence):
+        raise InputError(f"The 'controls' parameter of {where} must be a list of lists.")
+    controls = [check_interventions(c, "controls", where) for c in controls]
     band = check_scalar(control_band, "control_band", where, lo=0.0, hi=1.0)
     alpha = check_open_unit(alpha, "alpha", where)
     prompts = list(prompts)
     if calls_before is None:
         calls_before = decision.calls(prompts)
+    else:
+        arr = np.asarray(calls_before)
+        if arr.dtype != bool or arr.shape != (len(prompts),):
+            raise InputError(
+                f"The 'calls_before' parameter of {where} must be {len(prompts)} booleans. "
+                f"Got an array of shape {arr.shape} and dtype {arr.dtype}."
+            )
     if logit_before is None:
         logit_before = decision.logit_diff(prompts)
+    else:
+        logit_before = as_float_array(logit_before, "logit_before", where, ndim=1)
+        if logit_before.shape != (len(prompts),):
+            raise InputError(
+                f"The 'logit_before' parameter of {where} must have {len(prompts)} values. "
+                f"Got {logit_before.shape[0]}."
+            )
     calls_after, logit_after = _measure(decision, prompts, intervention)
     c_calls, c_logit = [], []
     items: Any = list(controls)
@@ -322,6 +407,12 @@ def choose_candidate(
     progress: Callable[..., Any] | None = None,
 ) -> CandidateChoice:
     """Pick the μΔ candidate for the causal tests on ``pairs`` (a slice of the analysis pairs)."""
+    where = "choose_candidate"
+    _decision(decision, where)
+    if not isinstance(direction, ToolDirection):
+        raise InputError(f"The 'direction' parameter of {where} must be a ToolDirection.")
+    pairs = check_pairs(pairs, "pairs", where)
+    alpha = check_scalar(alpha, "alpha", where, lo=0.0, closed="neither")
     candidates = direction.candidates(max_layer_fraction=max_layer_fraction)
     if not candidates:
         raise InputError("μΔ is zero at every candidate layer and position; nothing to test.")
@@ -379,8 +470,13 @@ def induced_call_quality(
     check the calls: ``valid`` (the payload parses with ``name`` and ``arguments``) and, where a pair
     records its language and task, ``arguments_match`` (the call's ``language`` and ``task``
     are the request's). Rates over the replies that call, with Clopper–Pearson intervals."""
-    if variant not in ("analysis", "execution"):
-        raise InputError(f"'variant' must be 'analysis' or 'execution'. Got {variant!r}.")
+    where = "induced_call_quality"
+    _decision(decision, where)
+    pairs = check_pairs(pairs, "pairs", where)
+    interventions = check_interventions(interventions, "interventions", where)
+    max_new_tokens = check_scalar(max_new_tokens, "max_new_tokens", where, kind=int, lo=1)
+    alpha = check_open_unit(alpha, "alpha", where)
+    check_choice(variant, "variant", ("analysis", "execution"), where)
     prompts = [getattr(p, variant) for p in pairs]
     with intervene(decision.model, *interventions):
         replies = decision.replies(prompts, max_new_tokens=max_new_tokens)

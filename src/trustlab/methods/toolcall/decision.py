@@ -31,6 +31,7 @@ from trustlab.core.errors import InputError
 from trustlab.lm import LanguageModel, Prompt, binomial_rate, continuation_ids, target_logprob
 from trustlab.lm.activations import Progress, batches
 from trustlab.lm.decoding import generate_rows
+from trustlab.methods.toolcall.pairs import check_pairs
 
 __all__ = ["DecisionFormat", "FlipCheck", "ToolDecision", "check_flips"]
 
@@ -167,6 +168,23 @@ def _check_prompts(prompts: Any) -> list[Prompt]:
         raise InputError(
             f"'prompts' must be a non-empty list of prompts. Got {type(prompts).__name__}."
         )
+    for i, p in enumerate(prompts):
+        ok = (isinstance(p, str) and bool(p.strip())) or (
+            isinstance(p, Sequence)
+            and not isinstance(p, str)
+            and len(p) > 0
+            and all(
+                isinstance(m, dict)
+                and isinstance(m.get("role"), str)
+                and isinstance(m.get("content"), str)
+                for m in p
+            )
+        )
+        if not ok:
+            raise InputError(
+                f"'prompts' item {i} must be a non-empty string or a list of role/content "
+                f"messages. Got {p!r:.60}."
+            )
     return list(prompts)
 
 
@@ -205,8 +223,7 @@ def check_flips(decision: ToolDecision, pairs: Sequence[Any]) -> FlipCheck:
     """Run both variants of every pair and record whether each pair flips the decision."""
     if not isinstance(decision, ToolDecision):
         raise InputError(f"'decision' must be a ToolDecision. Got {type(decision).__name__}.")
-    if isinstance(pairs, str) or not isinstance(pairs, Sequence) or not pairs:
-        raise InputError("'pairs' must be a non-empty list of ContrastivePair.")
+    pairs = check_pairs(pairs, "pairs", "check_flips")
     ex = [p.execution for p in pairs]
     an = [p.analysis for p in pairs]
     return FlipCheck(

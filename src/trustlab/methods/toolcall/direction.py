@@ -25,9 +25,10 @@ import numpy as np
 import torch
 
 from trustlab.core.errors import InputError, NotFittedError
-from trustlab.core.validation import check_scalar
+from trustlab.core.validation import as_float_array, check_scalar
 from trustlab.lm import LanguageModel, Positions, binomial_rate, get_activations
 from trustlab.lm.activations import Progress
+from trustlab.methods.toolcall.pairs import check_pairs
 from trustlab.stats import roc_auc_ci
 
 __all__ = ["SeparationSweep", "ToolDirection", "layer_names"]
@@ -35,19 +36,16 @@ __all__ = ["SeparationSweep", "ToolDirection", "layer_names"]
 
 def layer_names(model: LanguageModel) -> list[str]:
     """``blocks.0.resid_pre`` … ``blocks.{L-1}.resid_pre`` and ``blocks.{L-1}.resid_post``."""
+    if not isinstance(model, LanguageModel):
+        raise InputError(
+            "The 'model' parameter of layer_names must be a trustlab.lm.LanguageModel. "
+            f"Got {type(model).__name__}."
+        )
     return [*model.sites("resid_pre"), model.sites("resid_post")[-1]]
 
 
 def _check_pairs(pairs: Any, where: str) -> list[Any]:
-    if isinstance(pairs, str) or not isinstance(pairs, Sequence) or len(pairs) == 0:
-        raise InputError(f"The 'pairs' parameter of {where} must be a non-empty list of pairs.")
-    for p in pairs:
-        if not hasattr(p, "execution") or not hasattr(p, "analysis"):
-            raise InputError(
-                f"The 'pairs' parameter of {where} must hold ContrastivePair objects. Got "
-                f"{type(p).__name__}."
-            )
-    return list(pairs)
+    return check_pairs(pairs, "pairs", where)
 
 
 @dataclass(frozen=True)
@@ -113,21 +111,24 @@ class ToolDirection:
 
     # ---------------------------------------------------------------- fitting
     def _check(self, where: str) -> None:
-        check_scalar(self.n_positions, "n_positions", where, kind=int, lo=1)
-        check_scalar(self.batch_size, "batch_size", where, kind=int, lo=1)
-        check_scalar(self.chunk, "chunk", where, kind=int, lo=1)
+        self._sizes = (
+            check_scalar(self.n_positions, "n_positions", where, kind=int, lo=1),
+            check_scalar(self.batch_size, "batch_size", where, kind=int, lo=1),
+            check_scalar(self.chunk, "chunk", where, kind=int, lo=1),
+        )
 
     def _acts(self, model: LanguageModel, prompts: list[Any], progress: Progress | None) -> Any:
         """Yield activation chunks [n, n_layers + 1, n_positions, d_model] (float32)."""
         sites = layer_names(model)
-        pos = Positions.last(self.n_positions)
-        for start in range(0, len(prompts), self.chunk):
+        n_positions, batch_size, chunk = self._sizes
+        pos = Positions.last(n_positions)
+        for start in range(0, len(prompts), chunk):
             yield get_activations(
                 model,
-                prompts[start : start + self.chunk],
+                prompts[start : start + chunk],
                 sites,
                 pos,
-                batch_size=self.batch_size,
+                batch_size=batch_size,
                 progress=progress,
             )
 
@@ -150,7 +151,7 @@ class ToolDirection:
             assert total is not None
             sums.append(total / len(pairs))
         self.layers_ = layer_names(model)
-        self.positions_ = list(range(-self.n_positions, 0))
+        self.positions_ = list(range(-self._sizes[0], 0))
         self.mu_execution_, self.mu_analysis_ = sums
         self.mu_delta_ = sums[0] - sums[1]
         self.n_pairs_ = len(pairs)
@@ -199,9 +200,13 @@ class ToolDirection:
         values of the affine ablation, and where zero sits relative to the two means."""
         self._fitted("mean_projections")
         _, j = self._index(0, position)
-        r = torch.as_tensor(direction, dtype=torch.float64).reshape(-1)
-        if r.shape[0] != self.d_model_ or float(r.norm()) == 0:
-            raise InputError(f"'direction' must be a non-zero vector of length {self.d_model_}.")
+        arr = as_float_array(direction, "direction", "mean_projections", ndim=1)
+        if arr.shape[0] != self.d_model_ or not np.any(arr):
+            raise InputError(
+                "The 'direction' parameter of mean_projections must be a non-zero vector of "
+                f"length {self.d_model_}. Got length {arr.shape[0]}."
+            )
+        r = torch.from_numpy(arr)
         r = r / r.norm()
         return {
             "execution": (self.mu_execution_[:, j] @ r).numpy(),
@@ -238,6 +243,10 @@ class ToolDirection:
         """Projections of ``prompts`` on unit μΔ of every layer and position
         ``[n_prompts, n_layers + 1, n_positions]`` (NaN where μΔ is zero)."""
         self._fitted("projections")
+        if isinstance(prompts, str) or not isinstance(prompts, Sequence) or not prompts:
+            raise InputError("The 'prompts' parameter of projections must be a non-empty list.")
+        if not isinstance(model, LanguageModel):
+            raise InputError("The 'model' parameter of projections must be a LanguageModel.")
         norms = self.mu_delta_.norm(dim=-1, keepdim=True)
         units = torch.where(
             norms > 0,

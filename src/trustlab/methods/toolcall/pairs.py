@@ -132,11 +132,36 @@ class PairSet:
     description: str = ""
 
     def __post_init__(self) -> None:
+        for name in ("analysis", "heldout"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or not all(
+                isinstance(p, ContrastivePair) for p in value
+            ):
+                raise InputError(
+                    f"The '{name}' field of PairSet must be a tuple of ContrastivePair. Got "
+                    f"{type(value).__name__}."
+                )
         if not self.analysis or not self.heldout:
             raise InputError(
                 "A PairSet needs at least one analysis pair and one held-out pair. Got "
                 f"{len(self.analysis)} and {len(self.heldout)}."
             )
+
+
+def check_pairs(pairs: Any, name: str, where: str) -> list[ContrastivePair]:
+    """``pairs`` as a non-empty list of :class:`ContrastivePair` (an InputError otherwise)."""
+    if isinstance(pairs, str | bytes) or not isinstance(pairs, Sequence) or len(pairs) == 0:
+        raise InputError(
+            f"The '{name}' parameter of {where} must be a non-empty list of ContrastivePair. "
+            f"Got {type(pairs).__name__}."
+        )
+    for p in pairs:
+        if not isinstance(p, ContrastivePair):
+            raise InputError(
+                f"The '{name}' parameter of {where} must hold ContrastivePair objects. Got "
+                f"{type(p).__name__}."
+            )
+    return list(pairs)
 
 
 def _last_user(messages: Sequence[Message]) -> int:
@@ -445,14 +470,14 @@ def _pair_from_two(execution: Any, analysis: Any, line: int, group: str) -> Cont
     b = _as_messages(analysis, f"line {line} 'analysis'")
     ia, ib = _last_user(a), _last_user(b)
     if a[:ia] != b[:ib] or len(a) != len(b) or a[ia + 1 :] != b[ib + 1 :]:
-        raise DataError(f"Line {line}: the two prompts differ outside the last user message.")
+        raise DataError(f"line {line}: the two prompts differ outside the last user message.")
     ta, tb = a[ia][1], b[ib][1]
     wa = [m for m in re.finditer(r"\S+", ta)]
     wb = [m for m in re.finditer(r"\S+", tb)]
     diff = [i for i, (x, y) in enumerate(zip(wa, wb, strict=False)) if x.group() != y.group()]
     if len(wa) != len(wb) or len(diff) != 1:
         raise DataError(
-            f"Line {line}: a minimal pair differs in exactly one word of the request; these "
+            f"line {line}: a minimal pair differs in exactly one word of the request; these "
             f"differ in {len(diff) if len(wa) == len(wb) else 'their length'}."
         )
     i = diff[0]
@@ -460,7 +485,7 @@ def _pair_from_two(execution: Any, analysis: Any, line: int, group: str) -> Cont
     core_a = re.match(r"[\w'-]+", ma.group())
     core_b = re.match(r"[\w'-]+", mb.group())
     if core_a is None or core_b is None or ma.group()[core_a.end() :] != mb.group()[core_b.end() :]:
-        raise DataError(f"Line {line}: the differing words must be verbs ({ma.group()!r}).")
+        raise DataError(f"line {line}: the differing words must be verbs ({ma.group()!r}).")
     start = ma.start()
     return ContrastivePair(
         a,
@@ -524,6 +549,8 @@ def read_pairs(
                     )
             except InputError as exc:
                 raise DataError(f"{file}: line {n}: {exc}") from None
+            except DataError as exc:
+                raise DataError(f"{file}: {exc}") from None
     if len(groups) < 2:
         raise DataError(f"{file} holds {len(groups)} usable line(s); at least 2 are needed.")
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7E]))

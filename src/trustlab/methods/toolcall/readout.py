@@ -34,7 +34,9 @@ from trustlab.lm import (
     intervene,
     patch_activations,
 )
+from trustlab.methods.toolcall.causal import check_interventions
 from trustlab.methods.toolcall.decision import ToolDecision
+from trustlab.methods.toolcall.pairs import check_pairs
 from trustlab.stats import bootstrap_ci
 
 __all__ = [
@@ -157,9 +159,7 @@ class ComponentAttribution:
 def _check(decision: Any, pairs: Any, where: str) -> list[Any]:
     if not isinstance(decision, ToolDecision):
         raise InputError(f"The 'decision' parameter of {where} must be a ToolDecision.")
-    if isinstance(pairs, str) or not isinstance(pairs, Sequence) or not pairs:
-        raise InputError(f"The 'pairs' parameter of {where} must be a non-empty list of pairs.")
-    return list(pairs)
+    return check_pairs(pairs, "pairs", where)
 
 
 def _attribute(
@@ -262,7 +262,20 @@ def patch_components(
     pairs = _check(decision, pairs, "patch_components")
     if positions not in ("last", "all"):
         raise InputError(f"'positions' must be 'last' or 'all'. Got {positions!r}.")
-    comps = list(components) if components is not None else default_components(decision.model)
+    if components is None:
+        comps = default_components(decision.model)
+    elif (
+        isinstance(components, str)
+        or not isinstance(components, Sequence)
+        or not components
+        or not all(isinstance(c, str) for c in components)
+    ):
+        raise InputError(
+            "The 'components' parameter of patch_components must be a non-empty list of site "
+            f"or head names. Got {components!r:.60}."
+        )
+    else:
+        comps = list(components)
     ex = [p.execution for p in pairs]
     an = [p.analysis for p in pairs]
     call0, prose0 = decision.first_tokens(an)
@@ -308,6 +321,7 @@ def transmission(
     direct path add up to.
     """
     pairs = _check(decision, pairs, "transmission")
+    interventions = check_interventions(interventions, "interventions", "transmission")
     prompts = [p.analysis for p in pairs]
     clean = _attribute(decision, prompts, progress)
     with intervene(decision.model, *interventions):

@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 from trustlab.lm import binomial_rate
 from trustlab.methods.toolcall.decision import ToolDecision
 from trustlab.methods.toolcall.direction import ToolDirection
+from trustlab.methods.toolcall.pairs import check_pairs
 
 __all__ = ["ScaffoldAnalysis", "scaffold_analysis"]
 
@@ -80,12 +82,22 @@ def scaffold_analysis(
     for name, pairs in (("fit_pairs", fit_pairs), ("eval_pairs", eval_pairs)):
         if isinstance(pairs, str) or not isinstance(pairs, Sequence) or not pairs:
             raise InputError(f"The '{name}' parameter of scaffold_analysis must be non-empty.")
+    fit_pairs = check_pairs(fit_pairs, "fit_pairs", "scaffold_analysis")
+    eval_pairs = check_pairs(eval_pairs, "eval_pairs", "scaffold_analysis")
+    n_layers, n_pos = direction.mu_delta_.shape[:2]
+    layer = check_scalar(layer, "layer", "scaffold_analysis", kind=int, lo=0, hi=n_layers - 1)
+    position = check_scalar(position, "position", "scaffold_analysis", kind=int, lo=-n_pos, hi=-1)
+    if not isinstance(neutral_verb, str) or not neutral_verb.strip():
+        raise InputError(
+            "The 'neutral_verb' parameter of scaffold_analysis must be a non-empty string. "
+            f"Got {neutral_verb!r}."
+        )
     if not all(p.has_scaffold for p in [*fit_pairs, *eval_pairs]):
         raise InputError("scaffold_analysis needs pairs with a system scaffold to take away.")
     bare = ToolDirection(
         n_positions=direction.n_positions, batch_size=direction.batch_size, chunk=direction.chunk
     ).fit(decision.model, [p.without_scaffold() for p in fit_pairs], progress=progress)
-    j = direction.n_positions + position
+    j = len(direction.positions_) + position
     rows = []
     for scaffold, fitted in ((True, direction), (False, bare)):
         pairs = list(eval_pairs) if scaffold else [p.without_scaffold() for p in eval_pairs]

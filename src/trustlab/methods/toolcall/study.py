@@ -181,7 +181,19 @@ def study_model(
     progress: Progress | None = None,
 ) -> ModelStudy:
     """Run the study on ``model`` (see the module doc)."""
+    if not isinstance(settings, StudySettings):
+        raise InputError(f"'settings' must be a StudySettings. Got {type(settings).__name__}.")
     s = settings.check()
+    if not isinstance(model, LanguageModel):
+        raise InputError(
+            f"'model' must be a trustlab.lm.LanguageModel. Got {type(model).__name__}."
+        )
+    if not isinstance(decision, ToolDecision) or decision.model is not model:
+        raise InputError("'decision' must be a ToolDecision of the same model.")
+    if not isinstance(generator, torch.Generator):
+        raise InputError(f"'generator' must be a torch.Generator. Got {type(generator).__name__}.")
+    if not isinstance(rng, np.random.Generator):
+        raise InputError(f"'rng' must be a numpy Generator. Got {type(rng).__name__}.")
     if not isinstance(pairs, PairSet):
         raise InputError(f"'pairs' must be a PairSet. Got {type(pairs).__name__}.")
     timings: dict[str, float] = {}
@@ -373,7 +385,7 @@ def _lens(
     """Per layer: the decision logit of the two mean streams read through the final norm and
     unembedding (the logit lens), and cos(μΔ, W_U[call_0] − W_U[prose_0])."""
     call0, prose0 = decision.first_tokens([pairs[0].execution])
-    j = direction.n_positions + position
+    j = len(direction.positions_) + position
     ex = direction.mu_execution_[:, j].float()
     an = direction.mu_analysis_[:, j].float()
     le = unembed(model, ex).double().cpu()
