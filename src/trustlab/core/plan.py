@@ -40,6 +40,7 @@ REFERENCE_RUN_S: dict[str, float] = {
     "sae-idempotency": 98.0,
     "rheology": 108.0,
     "lisa": 214.0,
+    "toolcall": 217.0,
     "arao": 307.0,
     "flowreach": 535.0,
     # an estimate, not a measured run: ~130 chat-s fine-tune+evaluate cells at ~80 s each
