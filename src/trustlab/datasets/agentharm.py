@@ -19,6 +19,7 @@ in the style of AgentHarm (Andriushchenko et al., 2024), not copied from it.
 from __future__ import annotations
 
 import itertools
+import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -242,11 +243,12 @@ def tool_calls(paraphrases: Iterable[int] = POOL_PARAPHRASES) -> list[ToolCall]:
         raise InputError("The 'paraphrases' parameter of tool_calls must be paraphrase indices "
                          f"0-{N_PARAPHRASES - 1}. Got {paraphrases!r}.")
     chosen = list(paraphrases)
-    bad = [p for p in chosen if isinstance(p, bool) or not isinstance(p, int)
+    bad = [p for p in chosen if isinstance(p, bool) or not isinstance(p, numbers.Integral)
            or not 0 <= p < N_PARAPHRASES]
     if bad or len(set(chosen)) != len(chosen):
         raise InputError("The 'paraphrases' parameter of tool_calls must be distinct indices "
                          f"0-{N_PARAPHRASES - 1}. Got {chosen!r}.")
+    chosen = [int(p) for p in chosen]  # numpy integers are the same indices
     out = []
     for si, (tool, texts, grid0, generic, local) in enumerate(_SCENARIOS):
         grid = {**grid0, "requested_by": list(REQUESTERS)}
