@@ -35,7 +35,7 @@ from trustlab.core.errors import (
     MissingDependencyError,
     NotFittedError,
 )
-from trustlab.core.validation import check_labels
+from trustlab.core.validation import check_labels, check_scalar
 
 __all__ = [
     "CallableDetector",
@@ -165,7 +165,7 @@ class EmbeddingDetector(_Fittable):
     def _emb(self) -> Any:
         if self.embedder is None:
             return default_embedder()
-        if not hasattr(self.embedder, "encode"):
+        if isinstance(self.embedder, str | bytes) or not hasattr(self.embedder, "encode"):
             raise InputError(
                 "The 'embedder' parameter of EmbeddingDetector must have encode(texts). Got "
                 f"{type(self.embedder).__name__}."
@@ -388,7 +388,8 @@ class HateSonarDetector:
     ) -> None:
         self.model_file = model_file
         self.positive = positive
-        self.batch_size = batch_size
+        self.batch_size = check_scalar(batch_size, "batch_size", "HateSonarDetector", kind=int,
+                                       lo=1)
         self.name = "hatesonar"
         self._session: Any = None
         self.locale_patched_ = False
@@ -442,7 +443,7 @@ class HateSonarDetector:
         sess = self._load()
         index = {c: i for i, c in enumerate(_HATESONAR_CLASSES)}
         out = []
-        step = max(1, int(self.batch_size))
+        step = self.batch_size
         for start in range(0, len(items), step):
             chunk = np.array(items[start : start + step], dtype=object)
             _labels, probs = sess.run(None, {"text": chunk})
@@ -482,10 +483,13 @@ class HFClassifierDetector:
         batch_size: int = 32,
         max_length: int = 256,
     ) -> None:
+        where = "HFClassifierDetector"
+        if not (positive is None or isinstance(positive, str)):  # a label name is checked on load
+            positive = check_scalar(positive, "positive", where, kind=int, lo=0)
         self.path = path
         self.positive = positive
-        self.batch_size = batch_size
-        self.max_length = max_length
+        self.batch_size = check_scalar(batch_size, "batch_size", where, kind=int, lo=1)
+        self.max_length = check_scalar(max_length, "max_length", where, kind=int, lo=1)
         self.name = f"hf:{Path(str(path)).name}"
         self._model: Any = None
         self._tokenizer: Any = None
@@ -547,7 +551,7 @@ class HFClassifierDetector:
         multi = getattr(self._model.config, "problem_type", None) == "multi_label_classification"
         out = []
         with torch.inference_mode():
-            for start in range(0, len(items), max(1, int(self.batch_size))):
+            for start in range(0, len(items), self.batch_size):
                 batch = self._tokenizer(
                     items[start : start + self.batch_size], padding=True, truncation=True,
                     max_length=self.max_length, return_tensors="pt",
