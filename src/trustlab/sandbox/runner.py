@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Literal
 
 from trustlab.core.errors import InputError, TrustlabError
+from trustlab.core.validation import check_scalar
 
 __all__ = [
     "Isolation",
@@ -98,13 +99,12 @@ class Limits:
     def __post_init__(self) -> None:
         for name in ("timeout_s", "cpu_s", "memory_mb", "max_processes", "max_file_mb",
                      "max_open_files", "max_output_bytes", "tmp_mb"):  # fmt: skip
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise InputError(f"The '{name}' limit of the sandbox must be > 0. Got {value!r}.")
-            if name != "timeout_s" and not isinstance(value, int):
-                raise InputError(
-                    f"The '{name}' limit of the sandbox must be a whole number. Got {value!r}."
-                )
+            # finite, > 0 and at most 2**31 (a huge rlimit failed in the child's preexec, a huge
+            # timeout overflowed in communicate); whole numbers (numpy ints too) for the rlimits
+            kind = float if name == "timeout_s" else int
+            value = check_scalar(getattr(self, name), name, "Limits", kind=kind, lo=0, hi=2**31,
+                                 closed="right")
+            object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True)
@@ -170,8 +170,12 @@ def _base_env(extra: Mapping[str, str] | None) -> dict[str, str]:
         "PYTHONNOUSERSITE": "1",
         "PYTHONHASHSEED": "0",
     }
+    if extra is not None and not isinstance(extra, Mapping):
+        raise InputError(f"The sandbox 'env' must be a mapping str -> str. Got "
+                         f"{type(extra).__name__}.")
     for key, value in (extra or {}).items():
-        if not isinstance(key, str) or not isinstance(value, str) or not key or "=" in key:
+        if (not isinstance(key, str) or not isinstance(value, str) or not key or "=" in key
+                or "\0" in key or "\0" in value):
             raise InputError(f"Sandbox environment entries are str -> str. Got {key!r}.")
         env[key] = value
     return env
@@ -290,6 +294,14 @@ class Sandbox:
             raise InputError(
                 f"'limits' must be a sandbox Limits. Got {type(self.limits).__name__}."
             )
+        if isinstance(self.readable, str | bytes | os.PathLike) or not isinstance(
+            self.readable, Sequence | set | frozenset
+        ):  # a lone "/data" would be read as the paths "/", "d", "a", ...: "/" exposes the host
+            raise InputError(
+                f"'readable' of a Sandbox must be a list of paths. Got {self.readable!r:.80}."
+            )
+        if not all(isinstance(p, str | os.PathLike) for p in self.readable):
+            raise InputError(f"'readable' of a Sandbox must hold paths. Got {self.readable!r:.80}.")
         self.readable = tuple(str(p) for p in self.readable)
 
     @property
@@ -305,6 +317,10 @@ class Sandbox:
         return self.isolation
 
     def with_limits(self, **changes: float) -> Sandbox:
+        unknown = sorted(set(changes) - set(Limits.__dataclass_fields__))
+        if unknown:
+            raise InputError(f"Unknown sandbox limit(s) {unknown}; the limits are "
+                             f"{sorted(Limits.__dataclass_fields__)}.")
         return Sandbox(self.isolation, replace(self.limits, **changes), self.readable)
 
     def run(
@@ -317,8 +333,14 @@ class Sandbox:
     ) -> SandboxResult:
         """Run ``argv`` with ``workdir`` as its writable directory (``/sandbox`` inside a
         namespace sandbox, the working directory in both levels)."""
-        if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
-            raise InputError(f"'argv' must be a non-empty list of strings. Got {argv!r:.80}.")
+        if (isinstance(argv, str | bytes) or not isinstance(argv, Sequence) or not argv
+                or not all(isinstance(a, str) and "\0" not in a for a in argv)):
+            raise InputError(f"'argv' must be a non-empty list of strings (no NUL). Got "
+                             f"{argv!r:.80}.")
+        if stdin is not None and not isinstance(stdin, str):
+            raise InputError(f"The sandbox 'stdin' must be a str or None. Got {type(stdin).__name__}.")
+        if not isinstance(workdir, str | os.PathLike):
+            raise InputError(f"The sandbox 'workdir' must be a path. Got {type(workdir).__name__}.")
         work = Path(workdir)
         if not work.is_dir():
             raise InputError(f"The sandbox 'workdir' must be an existing directory. Got {work}.")
