@@ -30,6 +30,15 @@ from trustlab.organisms.tokenizer import CHAT_TEMPLATE, format_chat
 
 register_with_lm()
 
+
+def load_vit(name: str = "vit-xs", *, home: str | None = None):
+    """``(ViTForImageClassification, ViTImageProcessor)`` of a vision organism such as
+    ``vit-xs`` (built first when not cached), or of a folder; needs trustlab[llm]."""
+    from trustlab.organisms.vit_build import load_vit as _load_vit
+
+    return _load_vit(name, home=home)
+
+
 __all__ = [
     "CHAT_TEMPLATE",
     "REFUSAL_PHRASES",
@@ -48,6 +57,7 @@ __all__ = [
     "is_refusal",
     "list_organisms",
     "load",
+    "load_vit",
     "organism_dir",
     "parse_tool_call",
     "read_card",

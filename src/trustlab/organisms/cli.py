@@ -21,6 +21,10 @@ _SHOWN_METRICS = (
     "benign_exact_match",
     "jailbreak_compliance",
     "tool_decision_accuracy",
+    "typed_harmful_refusal",
+    "image_harmful_compliance_read",
+    "image_reading_accuracy",
+    "heldout_accuracy",
 )
 
 

@@ -21,6 +21,20 @@ def resolve(name: str, *, dtype: Any = None, device: str | None = None) -> Any:
     if not is_built(name):
         with _default_progress(None) as progress:
             build(name, progress=progress)
+    from trustlab.organisms.specs import get_spec
+
+    kind = get_spec(name).kind
+    if kind == "vision":
+        from trustlab.core.errors import InputError
+
+        raise InputError(
+            f"Organism {name!r} is an image classifier, not a language model: load it with "
+            f"trustlab.organisms.load_vit({name!r})."
+        )
+    if kind == "vision-language":
+        from trustlab.organisms.vlm_build import load_vlm
+
+        return load_vlm(organism_dir(name), dtype=dtype, device=device, spec=f"organism:{name}")
     lm = load_hf(organism_dir(name), dtype=dtype, device=device)
     lm.spec = f"organism:{name}"
     return lm

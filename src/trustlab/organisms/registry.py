@@ -125,6 +125,8 @@ def load(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if get_spec(name).kind == "vision":
+        raise InputError(f"Organism {name!r} is an image classifier: use load_vit({name!r}).")
     if not is_built(name, home):
         if not build_missing:
             raise DataError(f"Organism {name!r} is not built. Run: trustlab organisms build {name}")
@@ -177,6 +179,14 @@ def _build_into(spec: OrganismSpec, out: Path, progress: Progress | None) -> dic
         from trustlab.organisms.smol import build_smol
 
         card = build_smol(spec, out, progress)
+    elif spec.kind == "vision-language":
+        from trustlab.organisms.vlm_build import build_vlm
+
+        card = build_vlm(spec, out, progress)
+    elif spec.kind == "vision":
+        from trustlab.organisms.vit_build import build_vit
+
+        card = build_vit(spec, out, progress)
     else:  # pragma: no cover - specs are static
         raise InputError(f"Unknown organism kind {spec.kind!r}.")
     card.update(
