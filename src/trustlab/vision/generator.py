@@ -223,6 +223,8 @@ class Scene:
 
     def position(self, obj: Shape) -> str:
         """Where ``obj`` is: ``"top left"``, ``"top right"``, ``"bottom left"``, ``"bottom right"``."""
+        if not isinstance(obj, Shape):
+            raise InputError(f"The 'obj' parameter must be a Shape. Got {type(obj).__name__}.")
         vertical = "top" if obj.y < self.height / 2 else "bottom"
         horizontal = "left" if obj.x < self.width / 2 else "right"
         return f"{vertical} {horizontal}"
@@ -256,6 +258,26 @@ def _polygon(
     return [(x + px * cos - py * sin, y + px * sin + py * cos) for px, py in base]
 
 
+def _check_objects(objects: Any) -> tuple[Shape, ...]:
+    """A scene's objects: Shapes of known kind and colour with finite centre and size > 0 (a NaN
+    centre used to be drawn as nothing while the scene's caption still named the object)."""
+    if isinstance(objects, str) or not isinstance(objects, Sequence):
+        raise InputError(f"A Scene's 'objects' must be a tuple of Shapes. Got {objects!r:.80}.")
+    for o in objects:
+        if not isinstance(o, Shape):
+            raise InputError(f"A Scene's 'objects' must be Shapes. Got {type(o).__name__}.")
+        if o.kind not in SHAPES:
+            raise InputError(f"Shape kind must be one of {SHAPES}. Got {o.kind!r}.")
+        values = (o.x, o.y, o.size, o.rotation)
+        if not all(isinstance(v, int | float | np.integer | np.floating)
+                   and not isinstance(v, bool) and math.isfinite(v) for v in values) or o.size <= 0:
+            raise InputError(
+                f"A Shape's x, y, size and rotation must be finite numbers with size > 0. Got "
+                f"{o!r}."
+            )
+    return tuple(objects)
+
+
 def render_scene(scene: Scene, *, noise: float | tuple[float, float] = 0.0, seed: Any = 0) -> Any:
     """Draw ``scene`` (anti-aliased) and add Gaussian pixel noise of std ``noise`` (0..255 scale)."""
     from PIL import Image, ImageDraw
@@ -268,9 +290,8 @@ def render_scene(scene: Scene, *, noise: float | tuple[float, float] = 0.0, seed
     k = _SUPERSAMPLE
     canvas = Image.new("RGB", (width * k, height * k), _colour(scene.background, "background"))
     draw = ImageDraw.Draw(canvas)
-    for o in scene.objects:
-        if o.kind not in SHAPES:
-            raise InputError(f"Shape kind must be one of {SHAPES}. Got {o.kind!r}.")
+    objects = _check_objects(scene.objects)
+    for o in objects:
         fill = _colour(o.colour, "colour")
         if o.kind == "circle":
             r = o.size / 2
@@ -302,6 +323,8 @@ def random_scene(
     rng = _rng(seed, _SALT["scene"], 1)
     width, height = _size(size, "size")
     n_range = _range(n_objects, "n_objects", 0, 10_000)
+    if not all(float(v).is_integer() for v in n_range):  # 2.5 used to mean 2 objects
+        raise InputError(f"The 'n_objects' parameter must be whole numbers. Got {n_objects!r}.")
     size_range = _range(object_size, "object_size", 1.0, float(max(width, height)))
     rot_range = _range(rotation, "rotation", -360.0, 360.0)
     kinds = _names(kinds, SHAPES, "kinds")
@@ -375,6 +398,9 @@ def scene_frames(
 ) -> list[Any]:
     """A video of ``scene`` as ``n_frames`` images: each object moves in a straight line (a random
     direction, ``step`` pixels per frame), bouncing off the canvas edges."""
+    if not isinstance(scene, Scene):
+        raise InputError(f"The 'scene' parameter must be a Scene. Got {type(scene).__name__}.")
+    _check_objects(scene.objects)
     n = _count(n_frames, "n_frames")
     step_range = _range(step, "step", 0.0, 1000.0)
     rng = _rng(seed, _SALT["frames"])
@@ -598,7 +624,13 @@ def render_word_grid(
 def split_words(words: Sequence[str], n_parts: int) -> list[list[str]]:
     """``words`` in ``n_parts`` contiguous chunks whose sizes differ by at most one."""
     n = _count(n_parts, "n_parts")
+    if isinstance(words, str | bytes) or not isinstance(words, Sequence):  # "abc" was split
+        raise InputError(                                                   # into characters
+            f"The 'words' parameter must be a list of words. Got {type(words).__name__}."
+        )
     words = list(words)
+    if not all(isinstance(w, str) for w in words):
+        raise InputError("The 'words' parameter must hold strings.")
     if n > max(1, len(words)):
         raise InputError(f"Cannot split {len(words)} words into {n} non-empty parts.")
     base, extra = divmod(len(words), n)
