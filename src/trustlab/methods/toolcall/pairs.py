@@ -232,6 +232,43 @@ def _draw(
     return out, len(grid)
 
 
+def _frame_pairs(
+    where: str,
+    frames: tuple[Sequence[str], Sequence[str]],
+    prefix: str,
+    source: str,
+    salt: int,
+    n_analysis: Any,
+    n_heldout: Any,
+    seed: Any,
+    system: str | None,
+    description: str,
+) -> PairSet:
+    """Analysis pairs from ``frames[0]`` and held-out pairs from ``frames[1]``, drawn without
+    replacement over frames × languages × tasks × verb pairs."""
+    n_analysis = check_scalar(n_analysis, "n_analysis", where, kind=int, lo=1)
+    n_heldout = check_scalar(n_heldout, "n_heldout", where, kind=int, lo=1)
+    seed = check_scalar(seed, "seed", where, kind=int, lo=0)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, salt]))
+    tasks = tuple(corpora.CODE_TASKS)
+    drawn = []
+    for split, templates, n in (
+        ("train", frames[0], n_analysis),
+        ("heldout", frames[1], n_heldout),
+    ):
+        drawn.append(
+            _draw(templates, f"{prefix}/{split}", n, rng, system, source, LANGUAGES, tasks)
+        )
+    (analysis, n_a), (heldout, n_h) = drawn
+    return PairSet(
+        tuple(analysis),
+        tuple(heldout),
+        source,
+        {"analysis": n_a, "heldout": n_h},
+        description,
+    )
+
+
 def organism_pairs(
     n_analysis: int = 1200,
     n_heldout: int = 300,
@@ -245,37 +282,16 @@ def organism_pairs(
     frames the organisms never saw (4,536 candidates). ``system`` is the scaffold (None: the
     request alone).
     """
-    where = "organism_pairs"
-    n_analysis = check_scalar(n_analysis, "n_analysis", where, kind=int, lo=1)
-    n_heldout = check_scalar(n_heldout, "n_heldout", where, kind=int, lo=1)
-    seed = check_scalar(seed, "seed", where, kind=int, lo=0)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7C]))
-    langs, tasks = LANGUAGES, tuple(corpora.CODE_TASKS)
-    analysis, n_a = _draw(
-        corpora.TOOL_TEMPLATES_TRAIN,
-        "tool/train",
+    return _frame_pairs(
+        "organism_pairs",
+        (corpora.TOOL_TEMPLATES_TRAIN, corpora.TOOL_TEMPLATES_HELDOUT),
+        "tool",
+        "organism",
+        0x7C,
         n_analysis,
-        rng,
-        system,
-        "organism",
-        langs,
-        tasks,
-    )
-    heldout, n_h = _draw(
-        corpora.TOOL_TEMPLATES_HELDOUT,
-        "tool/heldout",
         n_heldout,
-        rng,
+        seed,
         system,
-        "organism",
-        langs,
-        tasks,
-    )
-    return PairSet(
-        tuple(analysis),
-        tuple(heldout),
-        "organism",
-        {"analysis": n_a, "heldout": n_h},
         "tool-corpus frames (analysis: the organisms' training frames; held-out: frames never "
         "seen in training) with the corpus scaffold",
     )
@@ -328,37 +344,16 @@ def natural_pairs(
 ) -> PairSet:
     """English pairs with a Hermes-style scaffold (for ``hf:`` models): 6 analysis frames,
     2 held-out frames, the corpus's languages, tasks and verbs."""
-    where = "natural_pairs"
-    n_analysis = check_scalar(n_analysis, "n_analysis", where, kind=int, lo=1)
-    n_heldout = check_scalar(n_heldout, "n_heldout", where, kind=int, lo=1)
-    seed = check_scalar(seed, "seed", where, kind=int, lo=0)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7D]))
-    langs, tasks = LANGUAGES, tuple(corpora.CODE_TASKS)
-    analysis, n_a = _draw(
-        NATURAL_TEMPLATES_TRAIN,
-        "natural/train",
+    return _frame_pairs(
+        "natural_pairs",
+        (NATURAL_TEMPLATES_TRAIN, NATURAL_TEMPLATES_HELDOUT),
+        "natural",
+        "natural",
+        0x7D,
         n_analysis,
-        rng,
-        system,
-        "natural",
-        langs,
-        tasks,
-    )
-    heldout, n_h = _draw(
-        NATURAL_TEMPLATES_HELDOUT,
-        "natural/heldout",
         n_heldout,
-        rng,
+        seed,
         system,
-        "natural",
-        langs,
-        tasks,
-    )
-    return PairSet(
-        tuple(analysis),
-        tuple(heldout),
-        "natural",
-        {"analysis": n_a, "heldout": n_h},
         "English frames with a Hermes-style <tools>/<tool_call> scaffold (held-out frames "
         "disjoint from the analysis frames)",
     )
