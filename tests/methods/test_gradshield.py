@@ -363,3 +363,51 @@ def test_run_cell_measures_and_caches(chat_xs, tmp_path):
     assert again.cached and again.flags == cell.flags
     for k, v in model.model.state_dict().items():  # the base model is never trained
         assert torch.equal(v, before[k]), k
+
+
+# ------------------------------------------------------------------------------- analysis
+
+
+def _synthetic_study(asr: dict, utility: dict, n: int = 100):
+    """A StudyResult with given per-(kind, fraction, filter) ASR and utility rates."""
+    from trustlab.methods.gradshield.study import StudyResult, StudySettings
+
+    settings = StudySettings(kinds=("explicit", "implicit"), fractions=(0.1,), seeds=(0,),
+                             filters=("none", "gradshield"))  # fmt: skip
+    result = StudyResult()
+    for (kind, fraction, name), rate in asr.items():
+        flags = {
+            "asr": [i < round(rate * n) for i in range(n)],
+            "utility": [i < round(utility[(kind, fraction, name)] * n) for i in range(n)],
+            "over_refusal": [False] * n, "utility_new": [True] * n,
+        }  # fmt: skip
+        result.flags[(0, kind, fraction, name)] = flags
+        harmful = np.array([i < 10 for i in range(100)]) if fraction else np.zeros(100, bool)
+        removed = harmful.copy() if name == "gradshield" else np.zeros(100, bool)
+        result.rows.append({"seed": 0, "kind": kind, "fraction": fraction, "filter": name,
+                            **filter_metrics(harmful, removed).to_dict(),
+                            "asr": rate, "utility": utility[(kind, fraction, name)]})  # fmt: skip
+    return result, settings
+
+
+def test_report_keeps_implicit_apart_from_explicit_and_the_criterion_can_fail():
+    from trustlab.methods.gradshield.analysis import criterion, pooled_rows, versus_rows
+
+    asr = {("clean", 0.0, "none"): 0.0, ("clean", 0.0, "gradshield"): 0.0,
+           ("explicit", 0.1, "none"): 0.9, ("explicit", 0.1, "gradshield"): 0.0,
+           ("implicit", 0.1, "none"): 0.3, ("implicit", 0.1, "gradshield"): 0.2}  # fmt: skip
+    utility = {k: 0.8 for k in asr} | {("implicit", 0.1, "gradshield"): 0.6}
+    result, settings = _synthetic_study(asr, utility)
+    pooled = pooled_rows(result, settings)
+    versus = versus_rows(result, settings)
+    crit = criterion(pooled, versus, settings, asr_target=0.06, tolerance=0.05)
+    # explicit: passes; implicit: ASR 0.2 >= 6 % and utility -0.2 -> both fail, separately
+    assert crit["explicit_asr_ok"] and crit["explicit_utility_ok"]
+    assert crit["explicit_below_none"] == 1 and crit["explicit_worst_asr"] == 0.0
+    assert not crit["implicit_asr_ok"] and not crit["implicit_utility_ok"]
+    assert crit["implicit_worst_asr"] == pytest.approx(0.2)
+    assert crit["implicit_worst_utility_change"] == pytest.approx(-0.2)
+    row = next(r for r in pooled if r["kind"] == "implicit" and r["fraction"] == 0.1
+               and r["filter"] == "gradshield")  # fmt: skip
+    assert row["asr"] == pytest.approx(0.2) and row["recall_min"] == 1.0
+    assert {r["kind"] for r in versus} == {"explicit", "implicit"}

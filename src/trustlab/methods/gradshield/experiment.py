@@ -5,8 +5,9 @@ Default: chat-s, explicit and implicit mixes of 1,000 examples at 0, 1, 2, 5, 10
 harmful, two data seeds, every filter (none, gradshield, gradsafe, embedding, moderation,
 random), the measured attack's fine-tuning budget (150 AdamW steps of batch 32). ``--quick``:
 chat-xs, explicit mixes of 400 at 2 % and 10 %, one seed, three filters, 40 steps.
-GradShield's settings (slice share, aggregation, threshold rule) were fixed on a validation
-split before any evaluation run (docs/methods/gradshield.md, "Choices").
+GradShield's settings (slice share, aggregation, threshold rule) were fixed before any
+evaluation run; the validation sweep that should choose them was only partly run
+(docs/methods/gradshield.md, "Choices").
 """
 
 from __future__ import annotations
