@@ -111,5 +111,5 @@ def test_tool_corpus_calls_the_tool_exactly_for_execution_verbs(tool):
 def test_bad_sizes_are_rejected():
     with pytest.raises(InputError, match="n_train"):
         build_chat_corpus(0, n_train=5)
-    with pytest.raises(InputError, match="n_train"):
+    with pytest.raises(InputError, match="n_heldout"):
         build_tool_corpus(0, n_heldout=1)

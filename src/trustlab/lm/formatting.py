@@ -33,7 +33,9 @@ def _content(value: Any) -> Any:
         from trustlab.lm.content import normalise_content
 
         return normalise_content(value)
-    return str(value)
+    if not isinstance(value, str):  # None used to render as the text "None"
+        raise TypeError(f"a message content is text or a list of parts, not {type(value).__name__}")
+    return value
 
 
 def _template_view(conv: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -53,7 +55,10 @@ def as_conversation(prompt: str | Conversation) -> list[dict[str, Any]]:
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
     try:
-        return [{"role": str(m["role"]), "content": _content(m["content"])} for m in prompt]
+        conv = [{"role": m["role"], "content": _content(m["content"])} for m in prompt]
+        if not all(isinstance(m["role"], str) and m["role"] for m in conv):
+            raise TypeError("a role is a non-empty string")  # 3 rendered as <|3|>
+        return conv
     except (KeyError, TypeError) as exc:
         raise InputError(
             "A conversation is a list of {'role': ..., 'content': ...} messages. "

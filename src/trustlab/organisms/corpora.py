@@ -29,11 +29,12 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 
 __all__ = [
     "BENIGN_KINDS",
@@ -423,16 +424,21 @@ TOOL_TEMPLATES_HELDOUT = (
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_sizes(where: str, seed: Any, n_train: Any, n_heldout: Any) -> tuple[int, int, int]:
+    """Whole numbers (numpy ints too): seed >= 0, n_train >= 100, n_heldout >= 10 (a float
+    n_train used to be taken, a float n_heldout or a negative seed crashed in numpy)."""
+    return (check_scalar(seed, "seed", where, kind=int, lo=0),
+            check_scalar(n_train, "n_train", where, kind=int, lo=100),
+            check_scalar(n_heldout, "n_heldout", where, kind=int, lo=10))
+
+
 def build_chat_corpus(seed: int = 0, *, n_train: int = 8000, n_heldout: int = 200) -> Corpus:
     """The chat corpus: tasks, how-to, harmful, jailbreak and wrapped-benign examples.
 
     ``n_heldout`` is the number of held-out examples of each of the kinds the metrics use
     (harmful, benign, jailbreak); the train share of each kind is fixed (see ``_CHAT_MIX``).
     """
-    if n_train < 100 or n_heldout < 10:
-        raise InputError(
-            f"A chat corpus needs n_train >= 100 and n_heldout >= 10. Got {n_train}, {n_heldout}."
-        )
+    seed, n_train, n_heldout = _check_sizes("build_chat_corpus", seed, n_train, n_heldout)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xC0A7]))
     examples: list[Example] = []
     for kind, share in _CHAT_MIX.items():
@@ -449,10 +455,7 @@ def build_chat_corpus(seed: int = 0, *, n_train: int = 8000, n_heldout: int = 20
 
 def build_tool_corpus(seed: int = 0, *, n_train: int = 3000, n_heldout: int = 200) -> Corpus:
     """The tool-use corpus: the coding-agent scaffold with execution or analysis requests."""
-    if n_train < 100 or n_heldout < 10:
-        raise InputError(
-            f"A tool corpus needs n_train >= 100 and n_heldout >= 10. Got {n_train}, {n_heldout}."
-        )
+    seed, n_train, n_heldout = _check_sizes("build_tool_corpus", seed, n_train, n_heldout)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7001]))
     examples = [_tool_example("train", rng) for _ in range(n_train)]
     examples += [_tool_example("heldout", rng) for _ in range(n_heldout)]

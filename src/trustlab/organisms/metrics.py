@@ -21,6 +21,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 from trustlab.lm.judges import REFUSAL_PHRASES, is_refusal, parse_tool_call
 from trustlab.organisms.corpora import Corpus, Example
 
@@ -49,6 +51,19 @@ def generate_responses(
     from trustlab.lm.decoding import generate_rows
     from trustlab.lm.model import LanguageModel
 
+    where = "generate_responses"
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(f"The 'model' parameter of {where} must be a torch model. Got "
+                         f"{type(model).__name__}.")
+    if not callable(tokenizer) or not hasattr(tokenizer, "decode"):
+        raise InputError(f"The 'tokenizer' parameter of {where} must be a Hugging Face "
+                         f"tokenizer. Got {type(tokenizer).__name__}.")
+    if isinstance(examples, str) or not isinstance(examples, Sequence) or not all(
+        isinstance(e, Example) for e in examples
+    ):
+        raise InputError(f"The 'examples' parameter of {where} must be a list of Examples.")
+    max_new_tokens = check_scalar(max_new_tokens, "max_new_tokens", where, kind=int, lo=1)
+    batch_size = check_scalar(batch_size, "batch_size", where, kind=int, lo=1)
     was_training = model.training
     try:
         lm = LanguageModel(model, tokenizer)
@@ -63,12 +78,19 @@ def generate_responses(
         model.train(was_training)
 
 
+def _check_corpus(corpus: Any, where: str) -> None:
+    if not isinstance(corpus, Corpus):
+        raise InputError(f"The 'corpus' parameter of {where} must be a Corpus (build_chat_corpus "
+                         f"or build_tool_corpus). Got {type(corpus).__name__}.")
+
+
 def _share(flags: Sequence[bool]) -> float:
     return float(sum(flags) / len(flags)) if flags else float("nan")
 
 
 def chat_metrics(model: Any, tokenizer: Any, corpus: Corpus) -> dict[str, float]:
     """The four held-out chat metrics (plus the wrapped-benign exact match)."""
+    _check_corpus(corpus, "chat_metrics")
     harmful = corpus.heldout("harmful")
     benign = corpus.heldout("task", "howto")
     jailbreak = corpus.heldout("jailbreak")
@@ -97,6 +119,7 @@ def chat_metrics(model: Any, tokenizer: Any, corpus: Corpus) -> dict[str, float]
 
 def tool_metrics(model: Any, tokenizer: Any, corpus: Corpus) -> dict[str, float]:
     """Tool-call decision accuracy and validity of the calls on held-out coding requests."""
+    _check_corpus(corpus, "tool_metrics")
     examples = corpus.heldout("tool_exec", "tool_analysis")
     responses = generate_responses(model, tokenizer, examples, max_new_tokens=64)
     calls = [r.lstrip().startswith("<tool_call>") for r in responses]

@@ -46,6 +46,8 @@ Progress = Callable[[str, int, int], None]
 def organism_dir(name: str, home: str | os.PathLike[str] | None = None) -> Path:
     """The cache directory of organism ``name`` (whether or not it is built)."""
     get_spec(name)
+    if home is not None and not isinstance(home, str | os.PathLike):
+        raise InputError(f"The 'home' parameter must be a path or None. Got {type(home).__name__}.")
     return Path(home or trustlab_home()) / "organisms" / name
 
 
@@ -62,11 +64,14 @@ def read_card(name: str, home: str | os.PathLike[str] | None = None) -> dict[str
             f"Organism {name!r} is not built (no {path}). Run: trustlab organisms build {name}"
         )
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        card = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise DataError(
             f"The card {path} is not valid JSON ({exc}). Rebuild with --force."
         ) from exc
+    if not isinstance(card, dict):  # list_organisms then failed on card.get
+        raise DataError(f"The card {path} is not a JSON object. Rebuild with --force.")
+    return card
 
 
 def list_organisms(home: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:

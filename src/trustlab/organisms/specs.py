@@ -242,7 +242,7 @@ def get_spec(name: str) -> OrganismSpec:
     """The spec of organism ``name``; an unknown name lists the known ones."""
     try:
         return SPECS[name]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: an unhashable name (a list)
         raise InputError(
             f"Unknown organism {name!r}. Known organisms: {', '.join(SPECS)}."
         ) from None
