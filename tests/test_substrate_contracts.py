@@ -48,7 +48,6 @@ PACKAGES = [*SUBSTRATE_TEST_FOLDERS, *_dataset_modules()]
 #: Packages whose property tests are not complete yet (issue 38), with what was missing when
 #: this list was written; the test xfails for these with the names still missing.
 PENDING_SUBSTRATE_PROPERTY_TESTS: dict[str, str] = {
-    "finetune": "22 of 37",
     "lm": "94 of 109",
     "datasets.behaviours": "8 of 8",
     "datasets.cifar10h": "5 of 5",

@@ -203,6 +203,9 @@ def seeded_recipe(recipe: Recipe, seed: int) -> Recipe:
     itself (same data and settings, so the same derived model)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InputError(f"The 'seed' parameter must be an integer >= 0. Got {seed!r}.")
+    if not isinstance(recipe, Recipe):
+        raise InputError(f"The 'recipe' parameter of seeded_recipe must be a Recipe (get_recipe "
+                         f"makes one). Got {type(recipe).__name__}.")
     return recipe.model_copy(
         update={
             "name": recipe.name if seed == 0 else f"{recipe.name}-seed{seed}",
@@ -227,6 +230,12 @@ def parse_derived_spec(spec: str) -> tuple[str, str]:
     return recipe, base
 
 
+def _check_base(base: Any) -> None:
+    if not isinstance(base, str) or ":" not in base:
+        raise InputError(f"The 'base' parameter is a model spec such as 'organism:chat-s'. Got "
+                         f"{base!r:.80}.")
+
+
 def _is_pretrained(base: str) -> bool:
     """hf: models and the pretrained organisms (smol-chat, gemma-chat) read real English."""
     if base.startswith("hf:"):
@@ -245,6 +254,13 @@ def _key(base_sha: str, data_sha: str, config: FinetuneConfig) -> str:
 
 
 def derived_dir(key: str, home: str | os.PathLike[str] | None = None) -> Path:
+    """The cache folder of the derived model with (sha256 hex) ``key``."""
+    if not isinstance(key, str) or not re.fullmatch(r"[0-9a-f]{20,64}", key):
+        # "" was the derived/ folder itself and "../x" a path outside it
+        raise InputError(f"The 'key' parameter of derived_dir must be a sha256 hex digest. Got "
+                         f"{key!r:.80}.")
+    if home is not None and not isinstance(home, str | os.PathLike):
+        raise InputError(f"The 'home' parameter must be a path or None. Got {type(home).__name__}.")
     return Path(home or trustlab_home()) / "derived" / key[:20]
 
 
@@ -260,6 +276,7 @@ def build_derived(
     import trustlab.lm as lm
     from trustlab.finetune.loop import finetune, hardware_fingerprint, weights_sha256
 
+    _check_base(base)
     chosen = get_recipe(recipe, pretrained=_is_pretrained(base))
     base_model = lm.load(base)
     base_sha = weights_sha256(base_model.model)
@@ -318,7 +335,18 @@ def _make_plain(model: Any) -> None:
 
 
 def read_derived_card(path: str | os.PathLike[str]) -> dict[str, Any]:
-    return json.loads((Path(path) / "card.json").read_text(encoding="utf-8"))
+    """The ``card.json`` of a derived model's folder (DataError when absent or damaged)."""
+    if not isinstance(path, str | os.PathLike):
+        raise InputError(f"The 'path' parameter of read_derived_card must be a path. Got "
+                         f"{type(path).__name__}.")
+    file = Path(path) / "card.json"
+    try:
+        card = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"No readable derived-model card at {file} ({exc}).") from None
+    if not isinstance(card, dict):
+        raise DataError(f"The derived-model card {file} is not a JSON object.")
+    return card
 
 
 #: The metrics an organism-based derived model's card holds (attack_metrics' keys).
@@ -367,6 +395,8 @@ def load_derived(
     """The derived model as a :class:`trustlab.lm.LanguageModel` (built first when missing)."""
     from trustlab.lm.loading import load_hf
     from trustlab.organisms.registry import _default_progress
+
+    _check_base(base)
 
     with _default_progress(None) as progress:
         path = build_derived(recipe, base, progress=progress)

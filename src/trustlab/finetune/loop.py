@@ -32,6 +32,7 @@ import torch
 
 from trustlab.core.errors import InputError, MissingDependencyError
 from trustlab.core.runtime import torch_runtime
+from trustlab.core.validation import check_scalar
 from trustlab.finetune.config import FinetuneConfig, parse_config
 
 __all__ = [
@@ -216,6 +217,11 @@ def encode_data(
             "The 'data' parameter of finetune must be a list of Examples or (prompt, response) "
             f"pairs. Got {type(data).__name__}."
         )
+    if not callable(tokenizer) or not hasattr(tokenizer, "eos_token_id"):
+        raise InputError(f"The 'tokenizer' parameter must be a Hugging Face tokenizer. Got "
+                         f"{type(tokenizer).__name__}.")
+    if max_length is not None:  # -1 used to cut the end-of-turn token off every example
+        max_length = check_scalar(max_length, "max_length", "encode_data", kind=int, lo=2)
     eos = tokenizer.eos_token_id
     if eos is None:
         raise InputError("The tokenizer has no eos_token_id; cannot mark the end of a response.")

@@ -63,6 +63,9 @@ def _selected(model: Any, params: Sequence[str] | None) -> list[tuple[str, torch
 def gradient_layout(model: Any, params: Sequence[str] | None = None) -> list[tuple[str, tuple]]:
     """(name, shape) of each parameter in the flattened gradient, in order."""
     hf_model = model.model if hasattr(model, "adapter") else model
+    if not isinstance(hf_model, torch.nn.Module):
+        raise InputError(f"The 'model' parameter of gradient_layout must be a torch model or a "
+                         f"LanguageModel. Got {type(model).__name__}.")
     return [(name, tuple(p.shape)) for name, p in _selected(hf_model, params)]
 
 
