@@ -365,3 +365,32 @@ def test_axis_repair_beats_untargeted_repair_on_a_planted_weakness():
     assert auc["axis"][1] > auc["random"][1] + 0.05, auc
     assert auc["axis"][1] > auc["none"][1] + 0.1, auc
     assert auc["axis"][0] >= auc["none"][0] - 0.02, auc
+
+
+def test_experiment_on_a_user_csv_keeps_rewrites_as_hashes(tmp_path):
+    """The paper's settings run on the user's labelled texts (data_file); the report holds
+    SHA-256 hashes of rewrites, never their text (keep_text=false)."""
+    import csv
+    import json
+
+    from trustlab.core import run_experiment
+
+    path = tmp_path / "claims.csv"
+    topics = ["the moon", "tap water", "the election", "a vaccine", "the bridge", "wind farms"]
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["claim", "fake"])
+        for i in range(40):
+            w.writerow([f"Placeholder false claim {i} says {topics[i % 6]} is secretly controlled", 1])
+            w.writerow([f"Placeholder report {i} describes {topics[i % 6]} opening hours", 0])
+    over = {"data_file": str(path), "text_column": "claim", "label_column": "fake", "detectors": ["hashing-lr"],
+            "repair_detector": "hashing-lr", "n_train": 15, "n_dev": 8, "n_eval": 10, "budget": 2, "n_aug": 10,
+            "n_adv_items": 5, "n_sweep_items": 3}  # fmt: skip
+    run = run_experiment("arao", quick=True, overrides=over, seed=0, out_dir=tmp_path / "run")
+    text = run.report_path.read_text()
+    data = json.loads(text)
+    assert [r[0] for r in data["tables"]["detectors"]["rows"]] == ["hashing-lr"]
+    items = data["tables"]["items"]
+    assert items["rows"] and any("sha256" in c for c in items["columns"])
+    assert "Placeholder false claim" not in text  # neither originals nor rewrites in the report
+    assert not (tmp_path / "run" / "rewrites.jsonl").exists()
