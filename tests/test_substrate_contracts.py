@@ -51,13 +51,9 @@ PENDING_SUBSTRATE_PROPERTY_TESTS: dict[str, str] = {
     "lm": "94 of 109",
     "datasets.behaviours": "8 of 8",
     "datasets.cifar10h": "5 of 5",
-    "datasets.confaide": "1 of 2",
-    "datasets.labelled_text": "2 of 2",
     "datasets.leaderboards": "3 of 3",
     "datasets.onnx_nets": "5 of 5",
-    "datasets.privacylens": "1 of 2",
     "datasets.prompt_sets": "4 of 10",
-    "datasets.refusal": "1 of 2",
     "datasets.vnncomp": "2 of 2",
     "datasets.vnnlib": "7 of 7",
 }

@@ -7,12 +7,13 @@ privacy expectations. :func:`load_confaide_tier2` parses them into structured fl
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from trustlab.core.errors import DataError
+from trustlab.core.errors import DataError, InputError
 
 __all__ = ["ConfaideVignette", "load_confaide_tier2"]
 
@@ -44,6 +45,8 @@ def _bundled_dir() -> Path:
 
 def load_confaide_tier2(root: str | Path | None = None) -> list[ConfaideVignette]:
     """Read ``tier_2a.txt`` and ``tier_2_labels.txt`` from ``root`` (default: bundled copy)."""
+    if root is not None and not isinstance(root, str | os.PathLike):
+        raise InputError(f"The 'root' parameter must be a path or None. Got {type(root).__name__}.")
     folder = Path(root) if root is not None else _bundled_dir()
     try:
         lines = (folder / "tier_2a.txt").read_text(encoding="utf-8").splitlines()

@@ -46,6 +46,8 @@ class LabelledTexts:
                 f"LabelledTexts needs one label per text. Got {len(self.texts)} texts and "
                 f"{len(self.labels)} labels."
             )
+        if any(isinstance(y, bool) or y not in (0, 1) for y in self.labels):  # 2 counted twice
+            raise InputError("LabelledTexts labels are 0 (negative) or 1 (positive).")
         if self.groups and len(self.groups) != len(self.texts):
             raise InputError("LabelledTexts needs one group per text (or none).")
 
@@ -90,6 +92,11 @@ def read_labelled_texts(
     if not isinstance(path, str | Path) or not str(path).strip():
         raise InputError(f"The 'path' parameter of read_labelled_texts must be a path. Got {path!r}.")
     p = Path(path).expanduser()
+    for name, names in (("positive", positive), ("negative", negative)):
+        if isinstance(names, str) or not all(isinstance(s, str) for s in names):
+            # positive="harmful" used to be read as the letters h, a, r, m, f, u, l
+            raise InputError(f"The '{name}' parameter of read_labelled_texts is a tuple of label "
+                             f"names. Got {names!r}.")
     pos = {s.strip().lower() for s in positive}
     neg = {s.strip().lower() for s in negative}
     if pos & neg:

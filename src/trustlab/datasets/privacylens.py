@@ -8,11 +8,12 @@ original file when given its path.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from trustlab.core.errors import DataError
+from trustlab.core.errors import DataError, InputError
 
 __all__ = ["PrivacyLensSeed", "load_privacylens_seeds"]
 
@@ -43,6 +44,8 @@ def _bundled_file() -> Path:
 
 def load_privacylens_seeds(path: str | Path | None = None) -> list[PrivacyLensSeed]:
     """Read PrivacyLens records (bundled subset by default, or an original main_data.json)."""
+    if path is not None and not isinstance(path, str | os.PathLike):
+        raise InputError(f"The 'path' parameter must be a path or None. Got {type(path).__name__}.")
     file = Path(path) if path is not None else _bundled_file()
     try:
         records = json.loads(file.read_text(encoding="utf-8"))

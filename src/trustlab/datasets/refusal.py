@@ -23,6 +23,7 @@ Each file is a JSON list of ``{"instruction": str, "category": str | null}``.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +60,8 @@ def load_refusal(split: str, *, root: str | Path | None = None) -> list[RefusalI
             f"Unknown refusal split {split!r}: use one of {', '.join(REFUSAL_SPLITS)}."
         )
     file, harmful = REFUSAL_SPLITS[split]
+    if root is not None and not isinstance(root, str | os.PathLike):
+        raise InputError(f"The 'root' parameter must be a path or None. Got {type(root).__name__}.")
     folder = Path(root) if root is not None else shared_data_dir("refusal")
     path = folder / file
     if not path.is_file():
