@@ -54,8 +54,6 @@ PENDING_SUBSTRATE_PROPERTY_TESTS: dict[str, str] = {
     "datasets.leaderboards": "3 of 3",
     "datasets.onnx_nets": "5 of 5",
     "datasets.prompt_sets": "4 of 10",
-    "datasets.vnncomp": "2 of 2",
-    "datasets.vnnlib": "7 of 7",
 }
 
 

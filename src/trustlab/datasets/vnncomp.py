@@ -8,10 +8,11 @@ property is violated, ``unsat`` = it holds) and each tool's raw answer and time.
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trustlab.core.errors import DataError
+from trustlab.core.errors import DataError, InputError
 
 __all__ = ["KNOWN_RESULTS_FILE", "KnownResult", "load_known_results"]
 
@@ -38,6 +39,8 @@ def _seconds(text: str | None) -> float | None:
 
 def load_known_results(folder: str | Path) -> dict[tuple[str, str], KnownResult]:
     """``{(onnx file name, vnnlib file name): KnownResult}``; empty when the file is absent."""
+    if not isinstance(folder, str | os.PathLike):
+        raise InputError(f"The 'folder' parameter must be a path. Got {type(folder).__name__}.")
     path = Path(folder) / KNOWN_RESULTS_FILE
     if not path.is_file():
         return {}

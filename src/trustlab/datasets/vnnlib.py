@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,15 +87,17 @@ class VnnlibRegion:
     __hash__ = None  # type: ignore[assignment]
 
     def output_violated(self, y: NDArray[np.floating]) -> NDArray[np.bool_]:
-        """Rows of ``y`` (n, n_outputs) inside the unsafe output set (any polytope)."""
-        y = np.atleast_2d(np.asarray(y, dtype=np.float64))
+        """Rows of ``y`` (n, n_outputs) inside the unsafe output set (any polytope); a row with
+        NaN is inside no polytope (its comparisons are false)."""
+        width = self.polytopes[0].A.shape[1] if self.polytopes else None
+        y = _rows(y, "y", width)
         hit = np.zeros(len(y), dtype=bool)
         for poly in self.polytopes:
             hit |= np.all(y @ poly.A.T <= poly.b, axis=1)
         return hit
 
     def contains_input(self, x: NDArray[np.floating], atol: float = 0.0) -> NDArray[np.bool_]:
-        x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        x = _rows(x, "x", len(self.lower))
         return np.all((x >= self.lower - atol) & (x <= self.upper + atol), axis=1)
 
 
@@ -109,12 +112,28 @@ class VnnlibSpec:
 
     def violated(self, x: NDArray[np.floating], y: NDArray[np.floating]) -> NDArray[np.bool_]:
         """Which (input, output) pairs lie in the unsafe set."""
-        x = np.atleast_2d(np.asarray(x, dtype=np.float64))
-        y = np.atleast_2d(np.asarray(y, dtype=np.float64))
+        x, y = _rows(x, "x", self.n_inputs), _rows(y, "y", self.n_outputs)
+        if len(x) != len(y):
+            raise InputError(f"violated needs one output row per input row. Got {len(x)} and "
+                             f"{len(y)}.")
         hit = np.zeros(len(x), dtype=bool)
         for region in self.regions:
             hit |= region.contains_input(x) & region.output_violated(y)
         return hit
+
+
+def _rows(a: object, name: str, width: int | None) -> NDArray[np.float64]:
+    """``a`` as float rows of ``width`` columns (a wrong width used to fail inside numpy's
+    matmul or broadcast silently against the box)."""
+    try:
+        arr = np.atleast_2d(np.asarray(a, dtype=np.float64))
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"The '{name}' parameter must be numeric rows. Got {type(a).__name__} "
+                         f"({exc}).") from None
+    if arr.ndim != 2 or (width is not None and arr.shape[1] != width):
+        raise InputError(f"The '{name}' parameter must have shape (n, {width}). Got "
+                         f"{arr.shape}.")
+    return arr
 
 
 # ---------------------------------------------------------------------------- tokenising
@@ -331,6 +350,8 @@ def _regions(clauses: list[list[_Atom]], n_in: int, n_out: int, source: str):
 # ---------------------------------------------------------------------------- files
 def read_text_maybe_gz(path: str | Path) -> str:
     """Read a text file, transparently gunzipping ``*.gz`` (VNN-COMP ships both)."""
+    if not isinstance(path, str | os.PathLike):
+        raise InputError(f"The 'path' parameter must be a path. Got {type(path).__name__}.")
     p = Path(path)
     if not p.is_file():
         gz = p.with_name(p.name + ".gz")
