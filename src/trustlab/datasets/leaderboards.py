@@ -64,7 +64,10 @@ class Leaderboard:
     notes: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        scores = np.asarray(self.scores, dtype=float)
+        try:
+            scores = np.asarray(self.scores, dtype=float)
+        except (TypeError, ValueError) as exc:  # strings or ragged rows: numpy's own error
+            raise InputError(f"Leaderboard scores must be numbers ({exc}).") from None
         if scores.ndim != 2:
             raise InputError(f"Leaderboard scores must be a 2-D array. Got {scores.ndim} dimensions.")
         if scores.shape != (len(self.models), len(self.datasets)):
@@ -108,6 +111,8 @@ class Leaderboard:
 
     def model_index(self, model: str | int) -> int:
         """Row index of ``model`` (a name or an index)."""
+        if isinstance(model, bool | np.bool_):  # True used to mean model 1
+            raise InputError(f"A model is a name or an index. Got {model!r}.")
         if isinstance(model, (int, np.integer)):
             if not 0 <= int(model) < self.n_models:
                 raise InputError(
@@ -128,6 +133,10 @@ class Leaderboard:
         name: str | None = None,
     ) -> Leaderboard:
         """A sub-leaderboard with the given models (names or indices) and datasets, in that order."""
+        for arg, value in (("models", models), ("datasets", datasets)):
+            if isinstance(value, str):  # "mmlu" used to be read letter by letter
+                raise InputError(f"The '{arg}' parameter of select is a list of names. Got "
+                                 f"{value!r}.")
         rows = (
             list(range(self.n_models))
             if models is None
@@ -152,6 +161,9 @@ class Leaderboard:
         )
 
     def drop_datasets(self, datasets: Iterable[str], name: str | None = None) -> Leaderboard:
+        if isinstance(datasets, str):
+            raise InputError(f"The 'datasets' parameter of drop_datasets is a list of names. Got "
+                             f"{datasets!r}.")
         drop = set(datasets)
         unknown = drop - set(self.datasets)
         if unknown:
@@ -167,7 +179,10 @@ class Leaderboard:
         datasets: Sequence[str] | None = None,
         name: str = "leaderboard",
     ) -> Leaderboard:
-        arr = np.asarray(scores, dtype=float)
+        try:
+            arr = np.asarray(scores, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"Leaderboard scores must be numbers ({exc}).") from None
         if arr.ndim != 2:
             raise InputError(f"Leaderboard scores must be a 2-D array. Got shape {arr.shape}.")
         models = tuple(models) if models is not None else tuple(f"m{i}" for i in range(arr.shape[0]))
@@ -526,6 +541,11 @@ def _read_table(path: Path, decimal: str = ".") -> pd.DataFrame:
 def bundled_path(filename: str) -> Path:
     """Path of a bundled leaderboard file."""
     root = resources.files("trustlab.datasets") / "bundled" / "leaderboards"
+    if (not isinstance(filename, str) or not filename.strip() or Path(filename).is_absolute()
+            or ".." in Path(filename).parts):
+        # "../x" used to point outside the bundled folder
+        raise InputError(f"The 'filename' parameter of bundled_path is a file name. Got "
+                         f"{filename!r}.")
     return Path(str(root / filename))
 
 
@@ -609,6 +629,9 @@ def load_leaderboard(name_or_path: str | os.PathLike[str] | pd.DataFrame, **kwar
     """Load a built-in leaderboard by name, a score file by path, or wrap a DataFrame."""
     if isinstance(name_or_path, pd.DataFrame):
         return Leaderboard.from_frame(name_or_path, **kwargs)  # type: ignore[arg-type]
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise InputError(f"load_leaderboard takes a built-in name, a path or a DataFrame. Got "
+                         f"{type(name_or_path).__name__}.")
     key = str(name_or_path)
     if key in BUILTIN_LEADERBOARDS:
         if kwargs:
