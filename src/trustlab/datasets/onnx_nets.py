@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from trustlab.core.errors import DataError, InputError, MissingDependencyError
+from trustlab.core.validation import check_scalar
 
 __all__ = [
     "Instance",
@@ -80,7 +82,12 @@ class ReluMLP:
         return int(self.weights[-1].shape[0])
 
     def __call__(self, x: NDArray[np.floating]) -> NDArray[np.float64]:
-        h = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        try:
+            h = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"ReluMLP takes numeric rows ({exc}).") from None
+        if h.ndim != 2 or h.shape[1] != self.n_inputs:  # used to fail inside numpy's matmul
+            raise InputError(f"ReluMLP takes {self.n_inputs} inputs per row. Got shape {h.shape}.")
         for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
             h = h @ w.T + b
             if i < len(self.weights) - 1:
@@ -91,7 +98,8 @@ class ReluMLP:
         torch = _require("torch")
         layers: list[Any] = []
         for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
-            lin = torch.nn.Linear(w.shape[1], w.shape[0])
+            # built in the target dtype: float32 layers cast afterwards lost float64 weights' bits
+            lin = torch.nn.Linear(w.shape[1], w.shape[0], dtype=dtype or torch.float32)
             with torch.no_grad():
                 lin.weight.copy_(torch.as_tensor(w))
                 lin.bias.copy_(torch.as_tensor(b))
@@ -223,8 +231,12 @@ class OnnxNetwork:
 
     def run(self, x: NDArray[np.floating], *, batch_size: int = 65536) -> NDArray[np.float32]:
         """Outputs of onnxruntime for flat inputs ``x`` of shape (n, n_inputs)."""
-        x = np.atleast_2d(np.asarray(x))
-        if x.shape[1] != self.n_inputs:
+        batch_size = check_scalar(batch_size, "batch_size", "OnnxNetwork.run", kind=int, lo=1)
+        try:
+            x = np.atleast_2d(np.asarray(x, dtype=np.float32))
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{self.name} takes numeric rows ({exc}).") from None
+        if x.ndim != 2 or x.shape[1] != self.n_inputs:
             raise InputError(
                 f"{self.name} takes {self.n_inputs} inputs per row. Got shape {x.shape}."
             )
@@ -394,6 +406,8 @@ class _GraphModule:
 
 def relu_mlp_from_onnx(net: OnnxNetwork) -> ReluMLP:
     """Fold a MatMul/Gemm/Add/Sub/Mul/Div/Relu/Flatten chain into ``(W, b)`` layers."""
+    if not isinstance(net, OnnxNetwork):
+        raise InputError(f"relu_mlp_from_onnx takes an OnnxNetwork. Got {type(net).__name__}.")
     consts = _initializers(net)
     n_in = net.n_inputs
     W = np.eye(n_in)
@@ -495,6 +509,9 @@ def load_instances(folder: str | Path, csv_name: str | None = None) -> list[Inst
     Paths in the CSV are resolved relative to the folder, then by file name under the folder
     (VNN-COMP moved files into ``onnx/`` and ``vnnlib/`` subfolders across editions).
     """
+    if not isinstance(folder, str | os.PathLike):
+        raise InputError(f"The 'folder' parameter of load_instances is a path. Got "
+                         f"{type(folder).__name__}.")
     root = Path(folder)
     if not root.is_dir():
         raise DataError(f"Benchmark folder '{folder}' does not exist.")
@@ -505,7 +522,10 @@ def load_instances(folder: str | Path, csv_name: str | None = None) -> list[Inst
         path = found[0]
     else:
         path = root / csv_name
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:  # a missing csv_name raised FileNotFoundError
+        raise DataError(f"Cannot read the instances file '{path}': {exc}.") from None
     rows = []
     for lineno, row in enumerate(csv.reader(io.StringIO(text)), start=1):
         if not row or not "".join(row).strip():
