@@ -50,7 +50,6 @@ PACKAGES = [*SUBSTRATE_TEST_FOLDERS, *_dataset_modules()]
 PENDING_SUBSTRATE_PROPERTY_TESTS: dict[str, str] = {
     "lm": "94 of 109",
     "datasets.behaviours": "8 of 8",
-    "datasets.cifar10h": "5 of 5",
     "datasets.prompt_sets": "4 of 10",
 }
 

@@ -15,6 +15,7 @@ counts, columns 11-20 the model's softmax. ``human_model_truth_cifar10h.csv`` (m
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from trustlab.core.errors import DataError, InputError
 from trustlab.core.paths import shared_data_dir
+from trustlab.core.validation import as_float_array
 
 __all__ = [
     "CIFAR10H_MODELS",
@@ -145,6 +147,8 @@ def load_cifar10h(model: str = "resnet-110", root: str | Path | None = None) -> 
             f"The 'model' parameter of load_cifar10h must be one of {sorted(CIFAR10H_MODELS)}. "
             f"Got {model!r}."
         )
+    if root is not None and not isinstance(root, str | os.PathLike):
+        raise InputError(f"The 'root' parameter of load_cifar10h is a path. Got {type(root).__name__}.")
     folder = Path(root) if root is not None else default_cifar10h_dir()
     path = folder / CIFAR10H_MODELS[model]
     if not path.is_file():
@@ -180,7 +184,11 @@ def sample_human_labels(
     CIFAR-10H has about 50 annotators per image; drawing one of their votes at random is a
     human whose accuracy on image ``i`` is the share of votes for the true label.
     """
-    counts = np.asarray(human_counts, dtype=np.float64)
+    from trustlab.stats import check_random_state
+
+    where = "sample_human_labels"
+    # finite numbers only: a NaN row used to give label 0 silently, strings numpy's ValueError
+    counts = as_float_array(human_counts, "human_counts", where, ndim=2)
     if counts.ndim != 2 or counts.shape[0] == 0 or np.any(counts < 0):
         raise InputError(
             "The 'human_counts' parameter of sample_human_labels must be a non-negative (n, K) "
@@ -189,7 +197,7 @@ def sample_human_labels(
     totals = counts.sum(axis=1)
     if np.any(totals <= 0):
         raise InputError("Every row of 'human_counts' in sample_human_labels needs a vote.")
-    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    gen = check_random_state(rng, "rng", where)
     cdf = np.cumsum(counts / totals[:, None], axis=1)
     u = gen.uniform(size=(counts.shape[0], 1))
     return np.minimum((u > cdf).sum(axis=1), counts.shape[1] - 1).astype(np.int64)
