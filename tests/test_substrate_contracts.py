@@ -49,7 +49,6 @@ PACKAGES = [*SUBSTRATE_TEST_FOLDERS, *_dataset_modules()]
 #: this list was written; the test xfails for these with the names still missing.
 PENDING_SUBSTRATE_PROPERTY_TESTS: dict[str, str] = {
     "lm": "94 of 109",
-    "datasets.prompt_sets": "4 of 10",
 }
 
 

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from trustlab.core.errors import DataError, InputError
+from trustlab.core.validation import check_scalar
 
 __all__ = [
     "ORGANISM_KINDS",
@@ -514,7 +515,16 @@ def public_steering_splits(
     pairs, split into evaluation and validation; or, when ``None``, the held-out tasks of the
     organisms ``corpus`` (exact match then measures the organisms' answer format).
     """
-    n_val = n_eval if n_val is None else n_val
+    where = "public_steering_splits"
+    for arg, texts in (("harmful", harmful), ("harmless", harmless)):
+        if isinstance(texts, str | bytes) or not isinstance(texts, Sequence) or not all(
+            isinstance(t, str) for t in texts
+        ):  # one string used to be split into its characters
+            raise InputError(f"The '{arg}' parameter of {where} is a list of prompt texts.")
+    n_fit = check_scalar(n_fit, "n_fit", where, kind=int, lo=1)
+    n_eval = check_scalar(n_eval, "n_eval", where, kind=int, lo=1)
+    n_val = n_eval if n_val is None else check_scalar(n_val, "n_val", where, kind=int, lo=0)
+    seed = check_scalar(seed, "seed", where, kind=int, lo=0)
     rng = np.random.default_rng(seed)
     if wrappers is None:
         from trustlab.organisms.corpora import JAILBREAK_WRAPPERS
