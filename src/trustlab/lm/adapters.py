@@ -77,6 +77,9 @@ def site_name(layer: int, kind: SiteKind) -> str:
     """Canonical name of a block site, e.g. ``site_name(3, "resid_pre") == "blocks.3.resid_pre"``."""
     if kind not in SITE_KINDS:
         raise InputError(f"The site kind must be one of {SITE_KINDS}. Got {kind!r}.")
+    if isinstance(layer, bool) or not hasattr(layer, "__index__") or int(layer) < 0:
+        # -1 used to name the site "blocks.-1.resid_post", which no model has
+        raise InputError(f"The layer of a site is an integer >= 0. Got {layer!r}.")
     return f"blocks.{int(layer)}.{kind}"
 
 

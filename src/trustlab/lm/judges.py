@@ -158,9 +158,14 @@ def binomial_rate(flags: Sequence[bool], alpha: float = 0.05) -> Rate:
     """The share of true ``flags`` with its exact (Clopper–Pearson) interval."""
     from trustlab.stats import clopper_pearson
 
+    if isinstance(flags, str | bytes) or not hasattr(flags, "__len__"):
+        raise InputError(f"A rate needs a list of True/False flags. Got {type(flags).__name__}.")
     n = len(flags)
     if n == 0:
         raise InputError("A rate needs at least one judged item. Got none.")
+    if not all(isinstance(f, bool | np.bool_) or (isinstance(f, int | np.integer) and f in (0, 1))
+               for f in flags):  # 0.5 or NaN used to count as a True flag
+        raise InputError("A rate needs True/False (or 0/1) flags.")
     k = int(sum(bool(f) for f in flags))
     lower, upper = clopper_pearson(k, n, alpha)
     return Rate(k=k, n=n, rate=k / n, lower=float(lower), upper=float(upper), alpha=alpha)
