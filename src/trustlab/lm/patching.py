@@ -42,6 +42,10 @@ _HEAD_RE = re.compile(r"^blocks\.(\d+)\.head\.(\d+)$")
 
 def head_component(layer: int, head: int) -> str:
     """The component name of one head, e.g. ``head_component(3, 1) == "blocks.3.head.1"``."""
+    for name, value in (("layer", layer), ("head", head)):
+        if isinstance(value, bool) or not hasattr(value, "__index__") or int(value) < 0:
+            # -1 used to name "blocks.-1.head.0", a component no model has
+            raise InputError(f"The '{name}' of a head component is an integer >= 0. Got {value!r}.")
     return f"blocks.{int(layer)}.head.{int(head)}"
 
 
