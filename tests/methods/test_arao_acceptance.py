@@ -8,10 +8,9 @@ docs/methods/arao.md, takes about 5 minutes of CPU). On two seeds:
   the same items, with a paired 95% interval above 0, and on every detector attacked;
 * attribution on the dev split names failing axis directions whose removal restores
   detection in most successes;
-* axis-targeted repair beats the strongest baseline repair (random augmentation, generic
-  adversarial training, no repair; equal augmentation budget) on the adaptively attacked
-  held-out set, with a DeLong paired 95% interval above 0, while its original-set ROC-AUC
-  stays within the 2-point tolerance of no repair.
+* the repairs (axis-targeted, random augmentation, generic adversarial training, none) run at
+  one augmentation budget. That axis-targeted repair beats the strongest of them is not
+  established from a clean checkout (see the note in the test) and is not asserted.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ OVERRIDES = {
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_planner_beats_random_search_and_axis_repair_beats_the_strongest_baseline(tmp_path, seed):
+def test_planner_beats_random_search_and_attribution_restores_detection(tmp_path, seed):
     run = run_experiment("arao", overrides=OVERRIDES, seed=seed, out_dir=tmp_path / "run")
     data = json.loads(run.report_path.read_text())
     m = {k: v["value"] for k, v in data["metrics"].items()}
@@ -52,12 +51,11 @@ def test_planner_beats_random_search_and_axis_repair_beats_the_strongest_baselin
     for name in failing:
         row = next(r for r in attr if r["direction"] == name)
         assert row["n_moved"] >= 2 and row["restore_rate"] >= 0.5, row
-    # 3. axis-targeted repair vs the strongest baseline on the attacked set, original kept
-    assert m["repair_attacked_auc_gain_low_points"] > 0, m
-    assert m["repair_original_within_tolerance"] is True
-    assert m["repair_original_auc_change_points"] >= -2.0, m
+    # 3. the repair comparison is run at equal budget against every baseline. Whether
+    # axis-targeted repair beats the strongest baseline is NOT asserted: from a clean checkout
+    # (the bundled data, with or without ../shared) its paired lower bound was -14.2 points
+    # (seed 0) -- the claim is open in issue 35 and stated so in docs/methods/arao.md.
     repairs = {r["repair"]: r for r in tables["repairs"]}
     assert set(repairs) == {"none", "random", "adversarial", "axis"}
     assert len({r["n_aug"] for k, r in repairs.items() if k != "none"}) == 1  # equal budget
-    assert all(repairs["axis"]["auc_attacked"] > r["auc_attacked"] for k, r in repairs.items() if k != "axis")
     assert {"axis_heatmap", "repairs", "attack_success"} <= set(data["figures"])
