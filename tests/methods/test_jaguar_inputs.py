@@ -107,6 +107,7 @@ from trustlab.methods.jaguar import (
 from trustlab.methods.jaguar.network import Conv, Dense, Flatten, ReLU
 
 from ..malformed import ARRAY, INT, OBJECT, Case, malformed_input_tests, scalar
+from .test_jaguar_2pc import two_party
 
 SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -407,26 +408,8 @@ def test_layouts_are_the_planned_types():
 
 # -- two parties: channel, OT, comparison, ReLU, truncation, pooling ------------------------
 def _two(f0, f1, timeout: float = 20.0):
-    """``f0(ch)`` as the server and ``f1(ch)`` as the client over a socket pair (two threads)."""
-    c0, c1 = channel_pair(timeout)
-    out: dict = {}
-
-    def work(i, f, c):
-        try:
-            out[i] = f(c)
-        except BaseException as exc:  # surfaced below
-            out[f"e{i}"] = exc
-
-    t = threading.Thread(target=work, args=(1, f1, c1))
-    t.start()
-    work(0, f0, c0)
-    t.join()
-    c0.close()
-    c1.close()
-    for k in ("e0", "e1"):
-        if k in out:
-            raise out[k]
-    return out[0], out[1]
+    """``f0(ch)`` as the server and ``f1(ch)`` as the client (test_jaguar_2pc's harness)."""
+    return two_party(f0, f1, timeout)
 
 
 def _spmd(fn, dealer: bool = True, seed: int = 0):
