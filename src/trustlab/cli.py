@@ -75,8 +75,18 @@ def run(
     runs: Annotated[Path, typer.Option("--runs", help="With 'all' and no --out: the root of "
                                        "the timestamped run directories.")] = Path("runs"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    backend: Annotated[str, typer.Option("--backend", help="Where sweeps run their units: "
+                                         "'local' (this process) or 'ray' (Ray tasks; see "
+                                         "docs/scale.md).")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", envvar="RAY_ADDRESS",
+                                                    help="With --backend ray: the cluster "
+                                                    "(host:port, ray://host:port or 'auto'); "
+                                                    "default: a local Ray.")] = None,
 ) -> None:
-    """Run a method's experiment and write report.json, report.md and figures/."""
+    """Run a method's experiment and write report.json, report.md and figures/.
+
+    Re-running into the same --out skips the sweep units already finished there (resume).
+    """
     from trustlab.core.runner import check_out_dir, check_seed, run_experiment
 
     _configure_logging(quiet)
@@ -84,21 +94,29 @@ def run(
     check_seed(seed)
     if quick and full:
         raise ConfigError("--quick and --full exclude each other; give one.")
+    from trustlab.core.units import BACKENDS
+
+    if backend not in BACKENDS:
+        raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}. Got {backend!r}.")
+    if backend == "local":
+        ray_address = None  # RAY_ADDRESS in the environment only matters with --backend ray
     if method == "all":
         if config is not None or overrides:
             raise ConfigError("'trustlab run all' takes no --config or --set; run methods one by one.")
         check_out_dir(out if out is not None else runs, "--out" if out is not None else "--runs")
-        _run_all(quick=quick, full=full, seed=seed, out=out, runs=runs, quiet=quiet)
+        _run_all(quick=quick, full=full, seed=seed, out=out, runs=runs, quiet=quiet,
+                 backend=backend, ray_address=ray_address)
         return
     if out is not None:
         check_out_dir(out)  # before any work: a finished run is never lost to its output path
     result = run_experiment(method, config_file=config, overrides=overrides, quick=quick, seed=seed,
-                            out_dir=out, quiet=quiet, full=full)
+                            out_dir=out, quiet=quiet, full=full, backend=backend,
+                            ray_address=ray_address)
     _print_result(result)
 
 
 def _run_all(*, quick: bool, full: bool, seed: int, out: Path | None, runs: Path,
-             quiet: bool) -> None:
+             quiet: bool, backend: str = "local", ray_address: str | None = None) -> None:
     """Every implemented method, shortest first: the plan up front, then i of N with times."""
     import time
 
@@ -128,7 +146,8 @@ def _run_all(*, quick: bool, full: bool, seed: int, out: Path | None, runs: Path
         began = time.perf_counter()
         try:
             result = run_experiment(method_id, quick=quick, full=full, seed=seed,
-                                    out_dir=target, quiet=quiet)
+                                    out_dir=target, quiet=quiet, backend=backend,
+                                    ray_address=ray_address)
         except TrustlabError as exc:
             failures.append(method_id)
             typer.echo(f"error: {method_id}: {exc}", err=True)
@@ -286,7 +305,7 @@ def main() -> None:
         code = app(standalone_mode=False)
     except TrustlabError as exc:
         typer.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(getattr(exc, "exit_code", 2))  # 1 for work that failed (UnitsFailedError)
     except usage_errors as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # the help is already on the screen
             sys.exit(2)

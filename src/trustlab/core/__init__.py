@@ -1,4 +1,4 @@
-"""Core of trustlab: registry, run context, reports, configs, errors and atomic I/O."""
+"""Core of trustlab: registry, run context, reports, configs, errors, atomic I/O and work units."""
 
 from trustlab.core.catalogue import CATALOGUE, MethodInfo, method_info
 from trustlab.core.config import ExperimentConfig, resolve_config
@@ -16,6 +16,18 @@ from trustlab.core.errors import (
 from trustlab.core.registry import get_experiment, implemented_ids, is_implemented, register
 from trustlab.core.report import Report
 from trustlab.core.runner import RunResult, run_experiment
+from trustlab.core.units import (
+    LocalBackend,
+    RayBackend,
+    Sweep,
+    SweepResult,
+    UnitsFailedError,
+    UnitStore,
+    WorkUnit,
+    make_backend,
+    run_sweep,
+    unit_seed,
+)
 
 __all__ = [
     "CATALOGUE",
@@ -23,20 +35,30 @@ __all__ = [
     "DataError",
     "ExperimentConfig",
     "InputError",
+    "LocalBackend",
     "MethodInfo",
     "MissingDependencyError",
     "NotFittedError",
+    "RayBackend",
     "Report",
     "RunContext",
     "RunResult",
     "SolverError",
+    "Sweep",
+    "SweepResult",
     "TrustlabError",
+    "UnitStore",
+    "UnitsFailedError",
     "UnknownMethodError",
+    "WorkUnit",
     "get_experiment",
     "implemented_ids",
     "is_implemented",
+    "make_backend",
     "method_info",
     "register",
     "resolve_config",
     "run_experiment",
+    "run_sweep",
+    "unit_seed",
 ]

@@ -42,6 +42,9 @@ class RunContext:
     stages: dict[str, float] = field(default_factory=dict)
     #: The stages open right now, outermost first (a failure record names the innermost).
     active_stages: list[str] = field(default_factory=list)
+    #: Where sweeps run their units (``trustlab.core.units``): a LocalBackend (default) or a
+    #: RayBackend (``trustlab run --backend ray``).
+    backend: Any = None
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
@@ -50,6 +53,35 @@ class RunContext:
             self.report = Report(self.method_id)
         if self.log is None:
             self.log = logging.getLogger(f"trustlab.run.{self.method_id}")
+        if self.backend is None:
+            from trustlab.core.units import LocalBackend
+
+            self.backend = LocalBackend()
+
+    # -- work units ----------------------------------------------------------------
+    def run_sweep(self, sweep: Any) -> Any:
+        """Run a :class:`~trustlab.core.units.Sweep` on this run's backend, resumably.
+
+        Finished units are recorded in ``<out_dir>/units/<sweep name>``; a re-run into the same
+        directory skips them. Units that fail after their retries raise
+        :class:`~trustlab.core.units.UnitsFailedError` (the completed ones stay recorded).
+        Returns ``sweep.merge(results)``, or the results (key -> value, in declared order).
+        """
+        import re
+
+        from trustlab.core.units import UnitStore, run_sweep
+
+        slug = re.sub(r"[^A-Za-z0-9_.-]", "_", sweep.name)
+        result = run_sweep(sweep, backend=self.backend,
+                           store=UnitStore(self.out_dir / "units" / slug), progress=self.progress)
+        record = self.report.provenance.setdefault("sweeps", {})
+        record[sweep.name] = {"backend": result.backend, "units": len(sweep.units),
+                              "resumed": len(result.resumed), "failed": len(result.failed)}
+        if result.resumed:
+            self.log.info("sweep %s: %d of %d units taken from %s", sweep.name,
+                          len(result.resumed), len(sweep.units), self.out_dir / "units" / slug)
+        result.raise_failed()
+        return sweep.merge(result.results) if sweep.merge is not None else result.results
 
     # -- randomness --------------------------------------------------------------
     def child_rng(self, name: str) -> np.random.Generator:

@@ -85,11 +85,15 @@ def run_experiment(
     out_dir: str | os.PathLike[str] | None = None,
     quiet: bool = True,
     full: bool = False,
+    backend: str = "local",
+    ray_address: str | None = None,
 ) -> RunResult:
     """Run the experiment of ``method_id`` and write its report under ``out_dir``.
 
     Everything a user gives is checked before the experiment starts: the method id, the config
-    (keys, values, paths), the seed and the output directory.
+    (keys, values, paths), the seed, the output directory and the backend (``local``, or ``ray``
+    with an optional ``ray_address``; see ``trustlab.core.units``). Sweeps record their finished
+    units under ``out_dir/units``: re-running into the same ``out_dir`` skips them.
     """
     experiment = get_experiment(method_id)
     check_seed(seed)
@@ -102,14 +106,18 @@ def run_experiment(
         full=full,
     )
     out = check_out_dir(out_dir if out_dir is not None else default_out_dir(method_id))
+    from trustlab.core.units import make_backend
+
+    runner_backend = make_backend(backend, ray_address)
     report = Report(method_id, title=experiment.info.title)
     report.config = config.model_dump(mode="json")
     report.provenance = collect_provenance(seed, quick)
     report.provenance["full"] = full
+    report.provenance["backend"] = runner_backend.name
     report.provenance["started_utc"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     report.subject = config_subject(config)
     ctx = RunContext(method_id=method_id, seed=seed, out_dir=out, quick=quick, quiet=quiet,
-                     report=report)
+                     report=report, backend=runner_backend)
     start = time.perf_counter()
     try:
         result = experiment.run(config, ctx)
@@ -120,6 +128,8 @@ def run_experiment(
     except BaseException as exc:
         _write_failure(out, method_id, exc, ctx, report, time.perf_counter() - start)
         raise
+    finally:
+        runner_backend.close()
     result.provenance.update(report.provenance)
     result.provenance["stages"] = dict(ctx.stages)
     result.provenance["wall_time_s"] = time.perf_counter() - start

@@ -1,0 +1,193 @@
+"""The ray backend on a local Ray cluster (``ray.init(num_cpus=2)``, loopback only).
+
+One cluster per module (Ray takes seconds to start): identical results between local and ray,
+streamed progress, bounded retries (a raised exception and a lost worker), failed units reported,
+resume after a killed run, and the command line's one-line errors for a bad backend or address.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from trustlab.core.context import RunContext
+from trustlab.core.units import (
+    LocalBackend,
+    RayBackend,
+    Sweep,
+    UnitStore,
+    WorkUnit,
+    make_backend,
+    run_sweep,
+)
+
+ray = pytest.importorskip("ray", reason="the ray backend needs trustlab[dist] (make setup)")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local 2-CPU Ray for the module (this backend owns it and shuts it down)."""
+    saved = os.environ.pop("RAY_ADDRESS", None)
+    backend = RayBackend(num_cpus=2, retries=2)
+    try:
+        yield backend
+    finally:
+        backend.close()
+        if saved is not None:
+            os.environ["RAY_ADDRESS"] = saved
+
+
+def noisy(unit: WorkUnit) -> tuple[str, float, int]:
+    return unit.key, float(unit.rng().standard_normal()), os.getpid()
+
+
+def crash_once(unit: WorkUnit) -> str:
+    """Kills its worker process the first time (a lost node or OOM kill), answers the second."""
+    marker = Path(unit.payload) / f"{unit.key}.seen"
+    if not marker.exists():
+        marker.write_text("1")
+        os._exit(1)
+    return "survived " + unit.key
+
+
+def always_fails(unit: WorkUnit) -> None:
+    raise ValueError(f"bad unit {unit.key}")
+
+
+def test_local_and_ray_give_identical_results_streamed_with_progress(cluster):
+    ctx = RunContext("toy", 7, "unused")
+    sweep = Sweep.of("toy", noisy, {f"u{i}": i for i in range(12)}, rng_factory=ctx.child_rng)
+    local = run_sweep(sweep, backend=LocalBackend())
+    seen: list[str] = []
+
+    def progress(items, description="", total=None):
+        assert description == "toy" and total == 12
+        for item in items:
+            seen.append(item.key)
+            yield item
+
+    remote = run_sweep(sweep, backend=cluster, progress=progress)
+    assert remote.backend == "ray" and remote.complete
+    assert list(remote.results) == list(local.results)  # merged in declared order
+    assert {k: v[:2] for k, v in remote.results.items()} == \
+        {k: v[:2] for k, v in local.results.items()}
+    assert sorted(seen) == sorted(local.results)  # every result passed through the progress
+    assert {v[2] for v in remote.results.values()} != {os.getpid()}  # ran in Ray's workers
+
+
+def test_lost_workers_are_retried_and_failures_reported_never_dropped(cluster, tmp_path):
+    units = (WorkUnit("crash", str(tmp_path)), WorkUnit("bad"), WorkUnit("fine", str(tmp_path)))
+    ok = run_sweep(Sweep("mixed", crash_once, units[:1]), backend=cluster)
+    assert ok.results == {"crash": "survived crash"}
+    res = run_sweep(Sweep("bad", always_fails, units[1:2]), backend=cluster)
+    assert res.results == {} and list(res.failed) == ["bad"]
+    assert "ValueError" in res.failed["bad"] and "bad unit bad" in res.failed["bad"]
+    assert "after 3 attempt(s)" in res.failed["bad"]
+
+
+def test_ray_records_units_for_resume(cluster, tmp_path):
+    ctx = RunContext("toy", 1, tmp_path)
+    sweep = Sweep.of("rec", noisy, {f"u{i}": i for i in range(4)}, rng_factory=ctx.child_rng)
+    first = run_sweep(sweep, backend=cluster, store=tmp_path / "s")
+    again = run_sweep(sweep, backend=cluster, store=tmp_path / "s")
+    assert set(again.resumed) == set(first.results) and again.results == first.results
+    assert sorted(UnitStore(tmp_path / "s").keys()) == sorted(first.results)
+
+
+RESUME_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from trustlab.core.context import RunContext
+    from trustlab.core.units import Sweep, make_backend, run_sweep
+
+    def slow(unit):
+        time.sleep(float(unit.payload))
+        return float(unit.rng().standard_normal())
+
+    if __name__ == "__main__":
+        store, address = sys.argv[1], sys.argv[2]
+        ctx = RunContext("toy", 5, store)
+        sweep = Sweep.of("slow", slow, {f"u{i}": 0.4 for i in range(8)},
+                         rng_factory=ctx.child_rng, num_cpus=1)
+        backend = make_backend("ray", None if address == "-" else address)
+        res = run_sweep(sweep, backend=backend, store=store)
+        print(len(res.resumed), repr(res.results))
+""")
+
+
+def test_resume_after_killing_a_run_midway_gives_identical_results(cluster, tmp_path):
+    """SIGKILL the driver once some units are recorded; the same command then runs only the
+    rest and the merged results equal an uninterrupted local run's."""
+    script = tmp_path / "resume_job.py"
+    script.write_text(RESUME_SCRIPT)
+    store = tmp_path / "store"
+    address = ray.get_runtime_context().gcs_address
+    env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{tmp_path}"}
+    env.pop("RAY_ADDRESS", None)
+    cmd = [sys.executable, str(script), str(store), address]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(store.glob("*.pkl"))) < 2:
+        if proc.poll() is not None:
+            pytest.fail(f"the job ended before it was killed: {proc.stderr.read().decode()}")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    recorded = len(list(store.glob("*.pkl")))
+    assert 2 <= recorded < 8, recorded
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    resumed, results = done.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert int(resumed) >= recorded
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import resume_job
+    finally:
+        sys.path.remove(str(tmp_path))
+    ctx = RunContext("toy", 5, tmp_path)
+    sweep = Sweep.of("slow", resume_job.slow, {f"u{i}": 0.0 for i in range(8)},
+                     rng_factory=ctx.child_rng)
+    expected = run_sweep(sweep).results
+    assert eval(results) == expected  # the same values, in the declared order
+
+
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, "PYTHONPATH": str(REPO / "src"), **env}
+    if "RAY_ADDRESS" not in env:
+        full.pop("RAY_ADDRESS", None)
+    return subprocess.run([sys.executable, "-m", "trustlab.cli", *args], capture_output=True,
+                          text=True, env=full, timeout=120)
+
+
+def test_cli_bad_backend_or_address_is_one_line_exit_2(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for args, env, needle in (
+        (("--backend", "spark"), {}, "--backend must be one of local, ray"),
+        (("--backend", "ray", "--ray-address", f"127.0.0.1:{port}"), {},
+         "no Ray cluster answers there"),
+        (("--backend", "ray"), {"RAY_ADDRESS": f"127.0.0.1:{port}"}, "no Ray cluster answers"),
+        (("--backend", "ray", "--ray-address", "not an address"), {}, "is not host:port"),
+    ):
+        out = tmp_path / "out"
+        done = _cli("run", "bribery", "--quick", "--out", str(out), *args, **env)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
+        assert not (out / "report.json").exists()
+
+
+def test_make_backend_joins_the_running_ray(cluster):
+    joined = make_backend("ray")  # ray is initialised in this process: joined, not owned
+    joined.close()
+    assert ray.is_initialized()
