@@ -166,13 +166,17 @@ def test_rate_is_the_share_with_its_clopper_pearson_interval(values, alpha):
     assert rate(np.array(values), alpha) == r  # a numpy bool array is the same flags
 
 
-@pytest.mark.xfail(strict=True, reason="finetune/attack.py (its owner's file): rate() counts the "
-                   "truthiness of anything: 0.5, NaN and the characters of a string are 'true' "
-                   "flags, None raises TypeError (issue 38, left to attack.py's owner)")
-@pytest.mark.parametrize("bad", [[0.5, 0.0], [math.nan, 0], "ab", None])
+@pytest.mark.parametrize("bad", [[0.5, 0.0], [math.nan, 0], [True, None], [2, 1], ["1"], "ab",
+                                 b"\x01", None, 3])
 def test_rate_rejects_what_is_not_a_list_of_flags(bad):
+    # 0.5, NaN, 2 and the characters of a string used to count by their truthiness
     with pytest.raises(InputError):
         rate(bad)
+
+
+def test_rate_takes_0_1_integers_and_numpy_flags_as_the_same_flags():
+    ref = rate([True, False, True])
+    assert rate([1, 0, 1]) == ref == rate(np.array([1, 0, 1])) == rate(np.array([True, False, True]))
 
 
 @SOME

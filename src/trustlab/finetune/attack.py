@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from trustlab.core.errors import InputError
 from trustlab.finetune.data import (
     NEW_TASK_TEMPLATES,
@@ -71,12 +73,19 @@ class RateCI:
 
 
 def rate(flags: Sequence[bool], alpha: float = 0.05) -> RateCI:
-    """The share of true ``flags`` with its Clopper–Pearson interval."""
+    """The share of true ``flags`` with its Clopper–Pearson interval. ``flags`` is a sequence
+    (or array) of True/False or 0/1; anything else (0.5, NaN, a string, None) is an
+    ``InputError``, never counted by its truthiness."""
     from trustlab.stats import clopper_pearson
 
+    if isinstance(flags, str | bytes) or not hasattr(flags, "__len__"):
+        raise InputError(f"A rate needs a list of True/False flags. Got {type(flags).__name__}.")
     n = len(flags)
     if n == 0:
         raise InputError("A rate needs at least one judged item. Got none.")
+    for f in flags:  # 0.5 or NaN used to count as a True flag
+        if not (isinstance(f, bool | np.bool_) or (isinstance(f, int | np.integer) and f in (0, 1))):
+            raise InputError(f"A rate needs True/False (or 0/1) flags. Got {f!r}.")
     k = int(sum(bool(f) for f in flags))
     lower, upper = clopper_pearson(k, n, alpha)
     return RateCI(k, n, k / n, float(lower), float(upper))
