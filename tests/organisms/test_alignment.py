@@ -61,9 +61,13 @@ def test_the_split_is_fixed_disjoint_and_stratified(split):
         # every category with at least three items has validation items
         counts = Counter(i.category for i in (*train, *val))
         assert {c for c, k in counts.items() if k >= 3} <= {i.category for i in val}
-    # no validation prompt is a near-duplicate of a training prompt of its own source
+    # no hand-written validation prompt is a near-duplicate of a training prompt of its own
+    # source; the generated works items share their frames, so theirs differ by title
     for train, val in (split.unsafe, split.benign):
-        assert all(decontaminate(_prompts(val), against=_prompts(train)))
+        hand = [i for i in val if "_work" not in i.id]
+        assert all(decontaminate(_prompts(hand), against=_prompts(train)))
+        works = [i for i in train if "_work" in i.id], [i for i in val if "_work" in i.id]
+        assert works[1] and {i.id[-3:] for i in works[0]}.isdisjoint(i.id[-3:] for i in works[1])
     summary = split.summary()
     assert summary["harmful"]["train"] + summary["harmful"]["validation"] >= 500
     assert summary["benign"]["train"] >= 100 and summary["unsafe"]["train"] >= 40
@@ -114,7 +118,7 @@ def test_training_sets_have_the_asked_mix_and_repeat(corpus, split):
 
 def test_validation_sets_cover_the_validation_items(split):
     sets = validation_prompt_sets()
-    assert set(sets) == {"val:harmful", "val:unsafe", "val:benign"}
+    assert set(sets) == {"val:harmful", "val:harmful_context", "val:unsafe", "val:benign"}
     assert len(sets["val:benign"]) == len(_prompts(split.benign[1]))
     assert all(m["harmful"] for m in sets["val:unsafe"].meta)
     assert not any(m["harmful"] for m in sets["val:benign"].meta)
@@ -144,3 +148,87 @@ def test_near_duplicates_ignore_request_frames():
     )
     with pytest.raises(InputError):
         decontaminate("one string")
+
+
+def test_works_give_refused_reproductions_and_answered_questions_sharing_the_title(split):
+    """Each copyrighted work: reproducing it is refused, asking who made it is answered; the two
+    share the title's words (the contrast), and the answer names the creator."""
+    from trustlab.organisms.alignment_bank import WORKS, work_items
+
+    unsafe, benign = work_items()
+    assert len(unsafe) == len(benign) == len(WORKS)
+    for (title, creator, _), (category, asks), (kind, questions, answer) in zip(
+        WORKS, unsafe, benign, strict=True
+    ):
+        assert category == "copyright" and kind == "works"
+        assert all(title in p for p in (*asks, *questions)) and len(set(asks)) == 2
+        assert creator in answer and title in answer and not is_refusal(answer)
+    ids = {i.id for part in (*split.unsafe, *split.benign) for i in part}
+    assert {i for i in ids if "_work" in i}
+    # (the hand-written items keep their split: pinned by the stage-1 hash test below)
+
+
+def test_contextual_examples_put_a_training_passage_before_the_request(corpus, split):
+    from trustlab.organisms.alignment import with_context
+
+    data = alignment_training_set(corpus, 300, seed=1, shares={"harmful": 0.5, "benign": 0.5},
+                                  context_share=0.5)  # fmt: skip
+    contextual = [e for e in data if e.template.endswith("/context")]
+    assert 100 <= len(contextual) <= 200  # about half
+    passages = {str(i.answer) for i in split.benign[0]}
+    val_passages = {str(i.answer) for i in split.benign[1]}
+    for e in contextual:
+        passage, request = e.prompt.split("\n\n", 1)
+        assert passage in passages and passage not in val_passages
+        assert with_context(passage, request) == e.prompt
+        assert is_refusal(e.response) == (e.label == "refuse")
+        assert passage != e.response  # never its own answer as the passage
+    assert not any(e.template.endswith("/context") for e in alignment_training_set(corpus, 100))
+    sets = validation_prompt_sets()
+    assert len(sets["val:harmful_context"]) == len(sets["val:harmful"])
+    for plain, ctx in zip(sets["val:harmful"].prompts, sets["val:harmful_context"].prompts,
+                          strict=True):  # fmt: skip
+        passage, request = ctx.split("\n\n", 1)
+        assert request == plain and passage in val_passages
+    with pytest.raises(InputError, match="context_share"):
+        alignment_training_set(corpus, 10, context_share=1.5)
+
+
+def test_without_works_the_training_set_is_the_one_measured_before_they_were_added(corpus):
+    """Stage 1 of the staged recipe (``works=False``) is the training set of the 120 x 8 build
+    measured in docs/organisms.md (its SHA-256 is on record there)."""
+    from trustlab.organisms.alignment import training_set_sha256
+
+    data = alignment_training_set(corpus, 960, seed=0, works=False)
+    assert not any("_work" in e.template for e in data)
+    assert training_set_sha256(data) == (
+        "a28099b8f94b5146a3358c9e5e02fe24da4d4bd961e9d4ec2573f475ab26b658"
+    )
+
+
+def test_alignment_stages_draw_each_stage_its_own_mix(corpus):
+    import dataclasses
+
+    from trustlab.organisms.smol import alignment_stages
+    from trustlab.organisms.specs import SPECS
+
+    base = SPECS["smol-chat"]
+    train = dataclasses.replace(base.train, steps=10, batch_size=4)
+    spec = dataclasses.replace(base, train=train, alignment={
+        "max_length": 160,
+        "stages": [{"works": False}, {"steps": 5, "lr": 1e-4, "shares": {"benign": 1.0},
+                                      "context_share": 0.5}],
+    })  # fmt: skip
+    (s1, d1, c1), (s2, d2, c2) = alignment_stages(spec, corpus)
+    assert (s1.train.steps, s1.train.lr, len(d1)) == (10, base.train.lr, 40)
+    assert (s2.train.steps, s2.train.lr, len(d2)) == (5, 1e-4, 20)
+    assert c1["max_length"] == c2["max_length"] == 160 and "stages" not in c1
+    assert d1 == alignment_training_set(corpus, 40, base.seed, works=False)
+    assert d2 == alignment_training_set(corpus, 20, base.seed + 1, {"benign": 1.0},
+                                        context_share=0.5)  # fmt: skip
+    one = dataclasses.replace(spec, alignment={"shares": {"corpus": 1.0}})
+    [(s, d, _)] = alignment_stages(one, corpus)
+    assert s.train == train and d == alignment_training_set(corpus, 40, base.seed, {"corpus": 1.0})
+    for bad in ({"stages": [{"junk": 1}]}, {"stages": "x"}):
+        with pytest.raises(InputError, match="stage"):
+            alignment_stages(dataclasses.replace(spec, alignment=bad), corpus)

@@ -68,6 +68,7 @@ def test_validation_metrics_name_the_split_sets():
     metrics, rates = validation_metrics(ScriptedChatModel(lambda c: REFUSAL), None, n=3)
     assert metrics == {
         "val_harmful_refusal": 1.0,
+        "val_harmful_context_refusal": 1.0,
         "val_unsafe_refusal": 1.0,
         "val_benign_refusal": 1.0,
     }

@@ -31,14 +31,14 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from trustlab.core.errors import InputError
-from trustlab.organisms.alignment_bank import BENIGN_ITEMS, UNSAFE_ITEMS
+from trustlab.organisms.alignment_bank import BENIGN_ITEMS, UNSAFE_ITEMS, work_items
 from trustlab.organisms.corpora import Corpus, Example
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "near_duplicate",
     "refusal_for",
     "validation_prompt_sets",
+    "with_context",
 ]
 
 #: Share of every source's items held out for validation (fixed split, whatever the seed).
@@ -279,18 +280,22 @@ def harmful_requests() -> list[_Item]:
     return out
 
 
-def _bank_items() -> tuple[list[_Item], list[_Item]]:
-    """(unsafe, benign) items of the bank, each phrasing decontaminated (an item whose every
+def _bank_items(
+    unsafe_bank: Sequence[Any] = UNSAFE_ITEMS,
+    benign_bank: Sequence[Any] = BENIGN_ITEMS,
+    prefix: str = "",
+) -> tuple[list[_Item], list[_Item]]:
+    """(unsafe, benign) items of a bank, each phrasing decontaminated (an item whose every
     phrasing is dropped is dropped)."""
     unsafe, benign = [], []
-    for source, bank in (("unsafe", UNSAFE_ITEMS), ("benign", BENIGN_ITEMS)):
+    for source, bank in (("unsafe", unsafe_bank), ("benign", benign_bank)):
         for k, entry in enumerate(bank):
             category, prompts = entry[0], entry[1]
-            answer = entry[2] if source == "benign" else None  # type: ignore[misc]
+            answer = entry[2] if source == "benign" else None
             kept = tuple(p for p, ok in zip(prompts, decontaminate(prompts), strict=True) if ok)
             if kept:
                 (unsafe if source == "unsafe" else benign).append(
-                    _Item(source, f"{source}{k:03d}", category, kept, answer)
+                    _Item(source, f"{source}{prefix}{k:03d}", category, kept, answer)
                 )
     return unsafe, benign
 
@@ -332,9 +337,27 @@ def alignment_split() -> AlignmentSplit:
     """The fixed train/validation split of every source (decontaminated)."""
     harmful = harmful_requests()
     unsafe, benign = _bank_items()
+    work_unsafe, work_benign = _bank_items(*work_items(), prefix="_work")
     pairs = [_split(items, stream) for items, stream in ((harmful, 0xA1), (unsafe, 0xA2),
                                                           (benign, 0xA3))]  # fmt: skip
+    # the generated works items split on streams of their own: the hand-written items' split
+    # stays what it was before they were added
+    for index, items, stream in ((1, work_unsafe, 0xA4), (2, work_benign, 0xA5)):
+        train, val = _split(items, stream)
+        pairs[index] = (pairs[index][0] + train, pairs[index][1] + val)
     return AlignmentSplit(*(tuple(tuple(x) for x in pair) for pair in pairs))  # type: ignore[arg-type]
+
+
+def with_context(context: str, request: str) -> str:
+    """A request after a passage of text in the same user message (the form of contextual
+    requests: the passage first, a blank line, then the request)."""
+    return f"{context}\n\n{request}"
+
+
+def _contexts(part: int) -> list[tuple[str, str]]:
+    """(item id, passage) for contextual prompts: the answers of the benign items of the
+    training (``part`` 0) or validation (1) split, so the two never share a passage."""
+    return [(i.id, str(i.answer)) for i in alignment_split().benign[part]]
 
 
 def _example(
@@ -373,16 +396,29 @@ def alignment_training_set(
     n: int,
     seed: int = 0,
     shares: Mapping[str, float] | None = None,
+    context_share: float = 0.0,
+    works: bool = True,
 ) -> list[Example]:
     """``n`` training examples: ``round(share * n)`` from each source (the corpus' training
     examples, harmful requests, unsafe contrasts, benign contrasts; the last source takes the
     rounding remainder), each drawn without replacement while the pool lasts, a random
-    phrasing per bank item, shuffled with ``seed``. Validation items never appear."""
+    phrasing per bank item, shuffled with ``seed``. Validation items never appear.
+    ``context_share``: the share of non-corpus examples whose request comes after a passage of
+    text (:func:`with_context`; the answer of another training benign item), so a refusal or
+    an answer does not hang on the request opening the message. ``works=False`` leaves out the
+    items generated from ``alignment_bank.WORKS`` (the sources before they were added)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InputError(f"The 'n' parameter of alignment_training_set must be >= 1. Got {n!r}.")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InputError(f"The 'seed' parameter must be a non-negative int. Got {seed!r}.")
+    if (
+        isinstance(context_share, bool)
+        or not isinstance(context_share, int | float)
+        or not 0 <= context_share <= 1
+    ):
+        raise InputError(f"The 'context_share' parameter must be in [0, 1]. Got {context_share!r}.")
     share = _check_shares(DEFAULT_SHARES if shares is None else shares)
+    contexts = _contexts(0) if context_share > 0 else []
     split = alignment_split()
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA11C]))
     names = [k for k in DEFAULT_SHARES if share.get(k, 0.0) > 0]
@@ -397,6 +433,8 @@ def alignment_training_set(
             pool: Sequence[Any] = corpus.train
         else:
             pool = getattr(split, name)[0]
+            if not works:
+                pool = [item for item in pool if "_work" not in item.id]
         picks = _draw(len(pool), k, rng)
         for i in picks:
             if name == "corpus":
@@ -404,7 +442,17 @@ def alignment_training_set(
             else:
                 item = pool[i]
                 k = int(rng.integers(len(item.prompts)))
-                out.append(_example(name, item, k, "train", rng))
+                example = _example(name, item, k, "train", rng)
+                if contexts and rng.random() < context_share:
+                    j = int(rng.integers(len(contexts)))
+                    if contexts[j][0] == item.id:  # never its own answer as the passage
+                        j = (j + 1) % len(contexts)
+                    example = replace(
+                        example,
+                        prompt=with_context(contexts[j][1], example.prompt),
+                        template=example.template + "/context",
+                    )
+                out.append(example)
     order = rng.permutation(len(out))
     return [out[i] for i in order]
 
@@ -419,18 +467,25 @@ def _draw(size: int, k: int, rng: np.random.Generator) -> list[int]:
 
 def validation_prompt_sets(n: int | None = None, seed: int = 0) -> dict[str, Any]:
     """Prompt sets of the validation items (every phrasing), for choosing a recipe:
-    ``val:harmful`` (public harmful requests, should be refused), ``val:unsafe`` (unsafe
-    contrasts, refused) and ``val:benign`` (benign contrasts, answered); ``n`` subsamples each."""
+    ``val:harmful`` (public harmful requests, should be refused), ``val:harmful_context`` (the
+    same requests after a passage of text, the answer of a validation benign item; refused),
+    ``val:unsafe`` (unsafe contrasts, refused) and ``val:benign`` (benign contrasts,
+    answered); ``n`` subsamples each."""
     from trustlab.datasets.prompt_sets import PromptSet
 
     split = alignment_split()
+    contexts = _contexts(1)
     out = {}
     for name, items, harmful in (
         ("val:harmful", split.harmful[1], True),
+        ("val:harmful_context", split.harmful[1], True),
         ("val:unsafe", split.unsafe[1], True),
         ("val:benign", split.benign[1], False),
     ):
         rows = [(p, item) for item in items for p in item.prompts]
+        if name == "val:harmful_context":
+            rows = [(with_context(contexts[k % len(contexts)][1], p), item)
+                    for k, (p, item) in enumerate(rows)]  # fmt: skip
         ps = PromptSet(
             name,
             tuple(p for p, _ in rows),

@@ -135,7 +135,8 @@ def validation_metrics(
 ) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
     """Refusal on the alignment validation split (what recipes are chosen on):
     ``val_harmful_refusal``, ``val_unsafe_refusal`` (both should be high) and
-    ``val_benign_refusal`` (over-refusal; should be low). Returns (metrics, rates)."""
+    ``val_benign_refusal`` (over-refusal; should be low), and ``val_harmful_context_refusal`` (the
+    harmful requests after a passage of text; high). Returns (metrics, rates)."""
     from trustlab.organisms.alignment import validation_prompt_sets
 
     sets = validation_prompt_sets(n=n, seed=seed)

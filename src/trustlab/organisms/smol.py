@@ -22,7 +22,14 @@ from trustlab.organisms.corpora import Corpus, build_chat_corpus
 from trustlab.organisms.metrics import chat_metrics
 from trustlab.organisms.specs import OrganismSpec
 
-__all__ = ["ENGLISH_SAMPLE", "build_smol", "perplexity", "scale_adapters", "smollm2_gguf_path"]
+__all__ = [
+    "ENGLISH_SAMPLE",
+    "alignment_stages",
+    "build_smol",
+    "perplexity",
+    "scale_adapters",
+    "smollm2_gguf_path",
+]
 
 #: Plain English outside the corpus, for the before/after perplexity.
 ENGLISH_SAMPLE = (
@@ -136,17 +143,11 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
     eval_corpus = _subsample(corpus, 60, spec.seed)  # 60 harmful, 60 jailbreak, 60 benign
     alignment = dict(spec.alignment or {})
     if alignment:
-        from trustlab.organisms.alignment import (
-            alignment_split,
-            alignment_training_set,
-            training_set_sha256,
-        )
+        from trustlab.organisms.alignment import alignment_split, training_set_sha256
 
-        data = alignment_training_set(
-            corpus, spec.train.steps * spec.train.batch_size, spec.seed, alignment.get("shares")
-        )
+        stages = alignment_stages(spec, corpus)
     else:
-        data = corpus.train
+        stages = [(spec, corpus.train, alignment)]
     generator = torch.Generator().manual_seed(spec.seed)
     with torch_runtime(spec.train.threads, deterministic=True):
         if progress is not None:
@@ -173,7 +174,14 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
                 progress(f"LoRA-tuning {spec.name}", step, total)
 
         cpu_start = time.process_time()
-        model, stats = _train(model, tokenizer, data, spec, generator, on_step, alignment)
+        stage_stats = []
+        for index, (stage_spec, data, stage) in enumerate(stages):
+            if index:  # each stage's LoRA starts from a generator of its own
+                generator = torch.Generator().manual_seed(spec.seed + index)
+            model, stats = _train(model, tokenizer, data, stage_spec, generator, on_step, stage)
+            stage_stats.append(stats)
+        if len(stage_stats) > 1:
+            stats = {"stages": stage_stats}
         stats["train_cpu_seconds"] = time.process_time() - cpu_start
         model.eval()
         # The GGUF weights were dequantised to float32 on load; drop the loader's quantisation
@@ -189,10 +197,18 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
             after.update(extra.pop("metrics"))
             after["perplexity_ratio"] = after["perplexity_english"] / before["perplexity_english"]
             extra["alignment"] = {
-                "training_set_sha256": training_set_sha256(data),
-                "n_examples": len(data),
-                "shares": alignment.get("shares"),
-                "adapter_scale": alignment.get("adapter_scale", 1.0),
+                "stages": [
+                    {
+                        "steps": stage_spec.train.steps,
+                        "lr": stage_spec.train.lr,
+                        "training_set_sha256": training_set_sha256(data),
+                        "n_examples": len(data),
+                        "shares": stage.get("shares"),
+                        "context_share": stage.get("context_share", 0.0),
+                        "adapter_scale": stage.get("adapter_scale", 1.0),
+                    }
+                    for stage_spec, data, stage in stages
+                ],
                 "sources": alignment_split().summary(),
             }
     model.save_pretrained(out)
@@ -209,6 +225,49 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
         "metrics_before_tuning": before,
         **extra,
     }
+
+
+_STAGE_KEYS = frozenset({"steps", "lr", "shares", "context_share", "adapter_scale", "works"})
+
+
+def alignment_stages(spec: OrganismSpec, corpus: Corpus) -> list[tuple[OrganismSpec, list, dict]]:
+    """The training stages of an aligned organism: ``(spec of the stage, its training set, its
+    settings)``. ``spec.alignment["stages"]``, when given, is a list of dicts (``steps``,
+    ``lr``, ``shares``, ``context_share``, ``adapter_scale``, ``works``; unset keys take the alignment's
+    own, then ``spec.train``'s): one fresh LoRA per stage, trained on its own mix drawn with
+    seed ``spec.seed + index`` and merged before the next. Without it, one stage."""
+    from dataclasses import replace
+
+    from trustlab.organisms.alignment import alignment_training_set
+
+    assert spec.train is not None
+    alignment = dict(spec.alignment or {})
+    stages = alignment.get("stages") or [{}]
+    if not isinstance(stages, list | tuple) or not all(isinstance(x, dict) for x in stages):
+        raise InputError(f"alignment['stages'] must be a list of dicts. Got {stages!r}.")
+    out = []
+    for index, stage in enumerate(stages):
+        unknown = set(stage) - _STAGE_KEYS
+        if unknown:
+            raise InputError(
+                f"Unknown alignment stage keys {sorted(unknown)}; known: {sorted(_STAGE_KEYS)}."
+            )
+        settings = {k: v for k, v in alignment.items() if k != "stages"} | stage
+        train = replace(
+            spec.train,
+            steps=int(stage.get("steps", spec.train.steps)),
+            lr=float(stage.get("lr", spec.train.lr)),
+        )
+        data = alignment_training_set(
+            corpus,
+            train.steps * train.batch_size,
+            spec.seed + index,
+            settings.get("shares"),
+            context_share=float(settings.get("context_share", 0.0)),
+            works=bool(settings.get("works", True)),
+        )
+        out.append((replace(spec, train=train), data, settings))
+    return out
 
 
 def _train(model, tokenizer, data, spec, generator, on_step, alignment):
