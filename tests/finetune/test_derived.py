@@ -140,3 +140,28 @@ def test_seed_spread_summarises_each_point_over_seeds_and_bad_seeds_are_refused(
     for seeds in ((), (-1,), (0, 1.5)):
         with pytest.raises(InputError, match="'seeds'"):
             attack_curve("organism:chat-xs", seeds=seeds)
+
+
+def test_a_lora_derived_model_rebuilds_to_the_same_weights_from_an_empty_home(
+    tiny_model, tiny_tokenizer, tmp_path
+):
+    """The pretrained-base path (an ``hf:`` base, LoRA merged into the weights): delete the
+    whole cache, not only the derived folder, and a rebuild gives the same key and the same
+    weights, bit for bit."""
+    from trustlab.finetune import LoraSettings
+
+    base = tmp_path / "base"
+    tiny_model.save_pretrained(base)
+    tiny_tokenizer.save_pretrained(base)
+    recipe = Recipe(
+        name="lora-explicit-10",
+        data=DataRecipe(n=64, harmful_fraction=0.1, seed=1),
+        finetune=FinetuneConfig(steps=4, batch_size=8, lr=3e-3, lora=LoraSettings(r=4, alpha=8)),
+    )
+    first = build_derived(recipe, f"hf:{base}", home=tmp_path / "home")
+    card = read_derived_card(first)
+    assert card["metrics"] == {} and card["training"]["steps"] == 4  # hf: bases are not judged
+    shutil.rmtree(tmp_path / "home")
+    again = build_derived(recipe, f"hf:{base}", home=tmp_path / "home")
+    assert again == first and read_derived_card(again)["weights_sha256"] == card["weights_sha256"]
+    assert card["weights_sha256"] != card["base"]["weights_sha256"]  # the adapters changed it
