@@ -326,14 +326,15 @@ def test_cell_geolocator_learns_landmarks_quickly():
     import torch
 
     torch.set_num_threads(1)
-    data = training_set(WORLD, 300, strength=0.0, seed=5, landmark_rate=1.0)
-    model = CellGeolocator(WORLD.site_coordinates(), epochs=5, seed=0).fit(data.images, data.coords)
+    data = training_set(WORLD, 500, strength=0.0, seed=5, landmark_rate=1.0)
+    model = CellGeolocator(WORLD.site_coordinates(), epochs=6, seed=0).fit(data.images, data.coords)
     test = training_set(WORLD, 120, strength=0.0, seed=6, landmark_rate=1.0)
-    pred = model.predict(test.images)
-    err = prediction_errors_km(pred, test.coords)
-    assert accuracy_at(err, [750.0])[750.0] > 3 / WORLD.n_sites + 0.2
     proba = model.predict_proba(test.images)
     assert np.allclose(proba.sum(1), 1.0)
+    site_acc = (proba.argmax(1) == test.sites).mean()
+    assert site_acc > 0.25, site_acc  # chance: 1/18
+    err = prediction_errors_km(model.predict(test.images), test.coords)
+    assert accuracy_at(err, [25.0])[25.0] > 0.15  # the regression lands near the site
 
 
 # ------------------------------------------------------------------------- Grad-CAM
