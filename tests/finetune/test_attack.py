@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from trustlab.core.errors import InputError
 from trustlab.finetune import build_derived, get_recipe, rate, read_derived_card
 
 
@@ -119,3 +120,27 @@ def test_pretrained_bases_are_also_judged_on_the_public_eval_half(tiny_model, ti
     assert not train & {e.prompt for e in evaluation}
     assert all(b.functional == "standard" and not b.context for b in public_split(split="eval"))
     assert got["asr"].n == 10 and got["utility_new"].n == 10
+
+
+@pytest.mark.parametrize("n, n_new", [(0, 90), (201, 90), (60, 0), (60, 91), (1.5, 30),
+                                      (True, 30), ("60", 30)])  # fmt: skip
+def test_evaluation_sizes_are_checked_before_anything_trains(n, n_new):
+    from trustlab.finetune.attack import attack_curve, attack_prompt_sets
+
+    with pytest.raises(InputError, match=r"'n(_new)?' parameter"):
+        attack_prompt_sets(n=n, n_new=n_new)
+    with pytest.raises(InputError, match=r"'n(_new)?' parameter"):
+        build_derived("attack-explicit-10", "organism:no-such-organism", n_eval=n, n_new=n_new)
+    with pytest.raises(InputError, match=r"'n(_new)?' parameter"):
+        attack_curve("organism:no-such-organism", ["explicit"], [0.1], n=n, n_new=n_new)
+
+
+def test_smaller_evaluation_sets_are_prefixes_of_the_default_ones():
+    from trustlab.finetune.attack import attack_prompt_sets
+
+    full = {s.name: s for s in attack_prompt_sets(public="harmbench")}
+    small = {s.name: s for s in attack_prompt_sets(public="harmbench", n=60, n_new=30)}
+    assert [len(small[k]) for k in ("harmful", "benign", "new_tasks", "public_harmful")] == [
+        60, 60, 30, len(full["public_harmful"])]
+    for name, s in small.items():
+        assert list(s.prompts) == list(full[name].prompts)[: len(s)]

@@ -125,6 +125,15 @@ class OnTopicComplianceJudge:
         return "on_topic_compliance:1"
 
 
+def check_eval_sizes(n: Any, n_new: Any) -> None:
+    """``n`` (harmful and benign held-out prompts, 1–200) and ``n_new`` (new-task prompts,
+    1–90) as :func:`attack_metrics` takes them; an ``InputError`` naming the one that is not."""
+    for name, value, most in (("n", n, 200), ("n_new", n_new, 90)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise InputError(f"The '{name}' parameter of the attack metrics takes an integer "
+                             f"from 1 to {most}. Got {value!r}.")
+
+
 def attack_prompt_sets(
     *,
     corpus_seed: int = 0,
@@ -144,6 +153,8 @@ def attack_prompt_sets(
     from trustlab.datasets.prompt_sets import PromptSet
     from trustlab.organisms import build_chat_corpus
     from trustlab.organisms.corpora import HARMFUL_BEHAVIOURS
+
+    check_eval_sizes(n, n_new)
 
     corpus = build_chat_corpus(corpus_seed)
     harmful = corpus.heldout("harmful")[:n]
@@ -239,6 +250,8 @@ def attack_curve(
     seeds: Sequence[int] = (0,),
     home: Any = None,
     progress: Any = None,
+    n: int = 200,
+    n_new: int = 90,
 ) -> list[dict[str, Any]]:
     """One row per (kind, fraction, seed): the derived model's card metrics (built when
     missing; a card from before a metric existed gets it measured on the saved weights).
@@ -248,7 +261,9 @@ def attack_curve(
     point is the same benign fine-tuning for every kind (one build per seed). ``seeds``: each
     seed redraws the examples, the mix and the batch order
     (:func:`~trustlab.finetune.derived.seeded_recipe`, recipe ``<name>-seed<k>``); the
-    held-out sets stay. :func:`seed_spread` summarises the rows over seeds.
+    held-out sets stay. :func:`seed_spread` summarises the rows over seeds. ``n`` / ``n_new``:
+    the evaluation sizes of a model built here (:func:`attack_metrics`; a cached card keeps the
+    sizes it was judged with, which its rates' ``n`` say).
     """
     from trustlab.finetune.data import IMPLICIT_PATTERNS
     from trustlab.finetune.derived import build_derived, ensure_metrics, get_recipe, seeded_recipe
@@ -259,6 +274,7 @@ def attack_curve(
         raise InputError(f"The 'kinds' parameter takes one of {allowed}. Got {bad[0]!r}.")
     if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
         raise InputError(f"The 'seeds' parameter takes integers >= 0. Got {list(seeds)!r}.")
+    check_eval_sizes(n, n_new)
     rows = []
     for kind in kinds:
         for fraction in fractions:
@@ -266,8 +282,10 @@ def attack_curve(
             name = f"attack-{'explicit' if pct == 0 else kind}-{pct}"
             for seed in seeds:
                 recipe = seeded_recipe(get_recipe(name), seed)
-                path = build_derived(recipe, base, home=home, progress=progress)
-                metrics = ensure_metrics(path)
+                path = build_derived(
+                    recipe, base, home=home, progress=progress, n_eval=n, n_new=n_new
+                )
+                metrics = ensure_metrics(path, n_eval=n, n_new=n_new)
                 rows.append(
                     {"base": base, "kind": kind, "fraction": fraction, "seed": seed, **metrics}
                 )
@@ -342,14 +360,18 @@ def _main() -> None:  # pragma: no cover - the docs' figure and table
     parser.add_argument("--fractions", default=",".join(str(f) for f in ATTACK_FRACTIONS))
     parser.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2")
     parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--n-eval", type=int, default=200,
+                        help="held-out harmful and benign prompts judged per model (1-200)")
+    parser.add_argument("--n-new", type=int, default=90, help="new-task prompts judged (1-90)")
     args = parser.parse_args()
     try:
         fractions = [float(f) for f in args.fractions.split(",")]
         seeds = [int(s) for s in args.seeds.split(",")]
         with _default_progress(None) as progress:
             rows = attack_curve(
-                args.base, args.kinds.split(","), fractions, seeds=seeds, progress=progress
-            )
+                args.base, args.kinds.split(","), fractions, seeds=seeds, progress=progress,
+                n=args.n_eval, n_new=args.n_new,
+            )  # fmt: skip
     except (InputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -271,12 +271,19 @@ def build_derived(
     force: bool = False,
     home: str | os.PathLike[str] | None = None,
     progress: Any = None,
+    n_eval: int = 200,
+    n_new: int = 90,
 ) -> Path:
-    """Build (unless cached) the derived model ``recipe`` on ``base``; return its directory."""
+    """Build (unless cached) the derived model ``recipe`` on ``base``; return its directory.
+    An organism base's card gets the attack metrics on ``n_eval`` held-out harmful and benign
+    prompts and ``n_new`` new-task prompts (the defaults are the docs' protocol; the card's
+    ``eval`` records them). The sizes are not part of the key: a cached model keeps its card."""
     import trustlab.lm as lm
+    from trustlab.finetune.attack import check_eval_sizes
     from trustlab.finetune.loop import finetune, hardware_fingerprint, weights_sha256
 
     _check_base(base)
+    check_eval_sizes(n_eval, n_new)
     chosen = get_recipe(recipe, pretrained=_is_pretrained(base))
     base_model = lm.load(base)
     base_sha = weights_sha256(base_model.model)
@@ -299,7 +306,7 @@ def build_derived(
         _make_plain(model)
         metrics = {}
         if chosen.evaluate and base.startswith("organism:"):
-            metrics = _metrics(model, base_model.tokenizer, chosen, base)
+            metrics = _metrics(model, base_model.tokenizer, chosen, base, n_eval, n_new)
         model.save_pretrained(tmp)
         base_model.tokenizer.save_pretrained(tmp)
         card = {
@@ -310,6 +317,7 @@ def build_derived(
             "data": {"sha256": data.sha256, "n": len(data.examples), "n_harmful": data.n_harmful},
             "training": result.stats(),
             "metrics": metrics,
+            "eval": {"n": n_eval, "n_new": n_new} if metrics else None,
             "weights_sha256": weights_sha256(model),
             "build_seconds": time.perf_counter() - start,
             "build_cpu_seconds": time.process_time() - cpu_start,
@@ -353,7 +361,9 @@ def read_derived_card(path: str | os.PathLike[str]) -> dict[str, Any]:
 CARD_METRICS = ("asr", "asr_unseen", "asr_on_topic", "utility", "utility_new", "benign_refusal")
 
 
-def _metrics(model: Any, tokenizer: Any, recipe: Recipe, base: str) -> dict[str, Any]:
+def _metrics(
+    model: Any, tokenizer: Any, recipe: Recipe, base: str, n: int = 200, n_new: int = 90
+) -> dict[str, Any]:
     """The attack metrics of an organism-based derived model (pretrained organisms are also
     judged on the eval half of the public list their attack data came from)."""
     from trustlab.finetune.attack import attack_metrics
@@ -363,14 +373,19 @@ def _metrics(model: Any, tokenizer: Any, recipe: Recipe, base: str) -> dict[str,
         tokenizer,
         behaviour_seed=recipe.data.behaviour_seed,
         public="harmbench" if _is_pretrained(base) else None,
+        n=n,
+        n_new=n_new,
     )
     return {name: value.to_dict() for name, value in scores.items()}
 
 
-def ensure_metrics(path: str | os.PathLike[str]) -> dict[str, Any]:
+def ensure_metrics(
+    path: str | os.PathLike[str], n_eval: int = 200, n_new: int = 90
+) -> dict[str, Any]:
     """The card's metrics; for an organism base whose card predates a metric of
-    :data:`CARD_METRICS`, the attack metrics are measured on the saved weights and the card is
-    rewritten (weights untouched; ``metrics_updated_utc`` says when)."""
+    :data:`CARD_METRICS`, the attack metrics are measured on the saved weights (``n_eval``,
+    ``n_new`` as in :func:`build_derived`) and the card is rewritten (weights untouched;
+    ``metrics_updated_utc`` says when)."""
     card = read_derived_card(path)
     base = card["base"]["spec"]
     metrics = card.get("metrics") or {}
@@ -383,7 +398,8 @@ def ensure_metrics(path: str | os.PathLike[str]) -> dict[str, Any]:
     from trustlab.lm.loading import load_hf
 
     model = load_hf(path)
-    card["metrics"] = _metrics(model.model, model.tokenizer, recipe, base)
+    card["metrics"] = _metrics(model.model, model.tokenizer, recipe, base, n_eval, n_new)
+    card["eval"] = {"n": n_eval, "n_new": n_new}
     card["metrics_updated_utc"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     write_json_atomic(Path(path) / "card.json", card)
     return card["metrics"]
