@@ -232,3 +232,25 @@ def test_alignment_stages_draw_each_stage_its_own_mix(corpus):
     for bad in ({"stages": [{"junk": 1}]}, {"stages": "x"}):
         with pytest.raises(InputError, match="stage"):
             alignment_stages(dataclasses.replace(spec, alignment=bad), corpus)
+
+
+def test_the_named_staged_recipe_is_the_measured_one(corpus):
+    """``aligned_spec("smol-chat")`` trains on exactly the training sets measured in
+    docs/organisms.md (SHA-256 of both stages) and leaves the registered spec alone."""
+    from trustlab.organisms.alignment import aligned_spec, training_set_sha256
+    from trustlab.organisms.smol import alignment_stages
+    from trustlab.organisms.specs import SPECS
+
+    spec = aligned_spec("smol-chat")
+    assert SPECS["smol-chat"].alignment is None and spec.alignment is not None
+    assert (spec.train.steps, spec.train.batch_size, spec.train.lr) == (120, 8, 4e-4)
+    stages = alignment_stages(spec, corpus)
+    assert [training_set_sha256(d) for _, d, _ in stages] == [
+        "a28099b8f94b5146a3358c9e5e02fe24da4d4bd961e9d4ec2573f475ab26b658",
+        "96dd3b5e0ce4b51a829332ce744914403980fb4d126ff29adbab221c8a88943a",
+    ]
+    assert aligned_spec("gemma-chat").base == "gemma3-270m"
+    with pytest.raises(InputError, match="pretrained"):
+        aligned_spec("chat-xs")
+    with pytest.raises(InputError, match="recipe"):
+        aligned_spec("smol-chat", "nope")

@@ -42,10 +42,12 @@ from trustlab.organisms.alignment_bank import BENIGN_ITEMS, UNSAFE_ITEMS, work_i
 from trustlab.organisms.corpora import Corpus, Example
 
 __all__ = [
+    "ALIGNMENT_RECIPES",
     "DEFAULT_SHARES",
     "REFUSAL_REASONS",
     "VALIDATION_SHARE",
     "AlignmentSplit",
+    "aligned_spec",
     "alignment_split",
     "alignment_training_set",
     "decontaminate",
@@ -512,3 +514,52 @@ def training_set_sha256(examples: Iterable[Example]) -> str:
         digest.update(json.dumps(asdict(example), sort_keys=True).encode())
         digest.update(b"\n")
     return digest.hexdigest()
+
+
+# --- named recipes ------------------------------------------------------------------------------
+
+#: Named safety-tuning recipes for a pretrained organism's spec (``OrganismSpec.alignment``),
+#: with the training settings they were measured at (docs/organisms.md, "Aligned on real
+#: prompts"). ``staged``: stage 1 is the 120 x 8 build of the default mix without the works
+#: items (its training set is the one first measured); stage 2, 120 x 8 more from the merged
+#: stage-1 weights, moves the mix towards the corpus and the benign contrasts and puts a
+#: fifth of the bank and harmful examples after a passage of text.
+ALIGNMENT_RECIPES: dict[str, dict[str, Any]] = {
+    "staged": {
+        "train": {"steps": 120, "batch_size": 8},
+        "alignment": {
+            "max_length": 160,
+            "stages": [
+                {"works": False},
+                {
+                    "shares": {"corpus": 0.45, "harmful": 0.15, "unsafe": 0.10, "benign": 0.30},
+                    "context_share": 0.2,
+                },
+            ],
+        },
+    },
+}
+
+
+def aligned_spec(name: str, recipe: str = "staged") -> Any:
+    """The spec of pretrained organism ``name`` (``smol-chat``, ``gemma-chat``) with the named
+    safety-tuning ``recipe`` of :data:`ALIGNMENT_RECIPES` (build it with
+    ``trustlab.organisms.smol.build_smol(spec, out)``). The registered specs are unchanged."""
+    import copy
+    from dataclasses import replace as _replace
+
+    from trustlab.organisms.specs import get_spec
+
+    spec = get_spec(name)
+    if spec.kind != "pretrained" or spec.train is None:
+        raise InputError(
+            f"aligned_spec takes a pretrained organism (smol-chat, gemma-chat). Got {name!r}."
+        )
+    if recipe not in ALIGNMENT_RECIPES:
+        raise InputError(
+            f"Unknown alignment recipe {recipe!r}; known: {sorted(ALIGNMENT_RECIPES)}."
+        )
+    settings = copy.deepcopy(ALIGNMENT_RECIPES[recipe])
+    return _replace(
+        spec, train=_replace(spec.train, **settings["train"]), alignment=settings["alignment"]
+    )
