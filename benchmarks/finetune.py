@@ -3,9 +3,11 @@ per-example gradient throughput (loop vs torch.func.vmap) relative to one traini
 
     python benchmarks/finetune.py            # chat-s and smol-chat (or its SmolLM2 GGUF base)
     python benchmarks/finetune.py --quick    # chat-xs only
+    python benchmarks/finetune.py --smol-only  # smol-chat (or its base) only
 
 Every timing is a median over >= 5 measured steps after one warm-up step, with the spread
-(min..max), on 1 torch thread; ratios are against the training step measured in the same run.
+(min..max), on 1 torch thread; ratios are against the full training step of the same model and
+batch size measured in the same run (chat-s: 32 examples; smol-chat: 8, on parameter slices).
 smol-chat is SmolLM2-135M with merged adapters: when it is not built, its GGUF base (the same
 architecture and size) is timed instead, and the output says so.
 """
@@ -57,9 +59,25 @@ def smol_spec() -> tuple[str, str]:
     return f"hf:{smollm2_gguf_path()}", "SmolLM2-135M GGUF base (smol-chat not built)"
 
 
+def per_example_rows(spec: str, data, batch: int, base_step: float, slices) -> None:
+    """Per-example gradients (loop and vmap) of ``batch`` examples on each slice, against one
+    full training step of the same batch size on the same model, measured in the same run."""
+    for name, params in slices.items():
+        for method in ("loop", "vmap"):
+            per = time_per_example(spec, data[:batch], params, method)
+            med = statistics.median(per)
+            print(
+                f"per-example gradients, {spec}, {name:34s} {method:4s}: {1 / med:7.1f} "
+                f"examples/s ({_summary(per)} each); {batch} of them = "
+                f"{batch * med / base_step:5.2f} x one full training step of batch {batch}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="chat-xs only, fewer steps")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--quick", action="store_true", help="chat-xs only, fewer steps")
+    group.add_argument("--smol-only", action="store_true", help="smol-chat (or its base) only")
     args = parser.parse_args()
     torch.manual_seed(0)
     small = "organism:chat-xs" if args.quick else "organism:chat-s"
@@ -67,37 +85,34 @@ def main() -> None:
     steps = 6
     full = FinetuneConfig(steps=steps, batch_size=32, lr=1e-3, module_grad_norms=False)
     lora = full.model_copy(update={"lora": LoraSettings(r=16, alpha=32)})
-    rows = []
     print(f"threads 1; kernel {torch.backends.cpu.get_cpu_capability()}")
-    step_full = time_steps(small, full, data)
-    step_lora = time_steps(small, lora, data)
-    rows += [(small, "full, batch 32", step_full), (small, "LoRA r16, batch 32", step_lora)]
-    if not args.quick:
-        spec, label = smol_spec()
-        smol_full = full.model_copy(update={"batch_size": 8, "max_length": 128})
-        smol_lora = smol_full.model_copy(update={"lora": LoraSettings(r=16, alpha=32)})
-        rows += [(label, "full, batch 8", time_steps(spec, smol_full, data))]
-        rows += [(label, "LoRA r16, batch 8", time_steps(spec, smol_lora, data))]
-    for model, kind, seconds in rows:
-        print(
-            f"{model:45s} {kind:20s} {1 / statistics.median(seconds):7.2f} steps/s  {_summary(seconds)}"
-        )
-    # Per-example gradients against one full training step of batch 32 on the same model.
-    base_step = statistics.median(step_full)
-    n_layers = lm.load(small).n_layers
-    slices = {
+    if not args.smol_only:
+        step_full = time_steps(small, full, data)
+        step_lora = time_steps(small, lora, data)
+        for kind, seconds in (("full, batch 32", step_full), ("LoRA r16, batch 32", step_lora)):
+            print(f"{small:45s} {kind:20s} {1 / statistics.median(seconds):7.2f} steps/s  "
+                  f"{_summary(seconds)}")  # fmt: skip
+        n_layers = lm.load(small).n_layers
+        per_example_rows(small, data, 32, statistics.median(step_full), {
+            f"last MLP (model.layers.{n_layers - 1}.mlp.*)": (f"model.layers.{n_layers - 1}.mlp.*",),
+            "all parameters": None,
+        })  # fmt: skip
+    if args.quick:
+        return
+    spec, label = smol_spec()
+    smol_full = full.model_copy(update={"batch_size": 8, "max_length": 128})
+    smol_lora = smol_full.model_copy(update={"lora": LoraSettings(r=16, alpha=32)})
+    step_full = time_steps(spec, smol_full, data)
+    step_lora = time_steps(spec, smol_lora, data)
+    for kind, seconds in (("full, batch 8", step_full), ("LoRA r16, batch 8", step_lora)):
+        print(f"{label:45s} {kind:20s} {1 / statistics.median(seconds):7.2f} steps/s  "
+              f"{_summary(seconds)}")  # fmt: skip
+    # All 135M parameters per example would hold 0.5 GB per gradient: slices only.
+    n_layers = lm.load(spec).n_layers
+    per_example_rows(spec, data, 8, statistics.median(step_full), {
         f"last MLP (model.layers.{n_layers - 1}.mlp.*)": (f"model.layers.{n_layers - 1}.mlp.*",),
-        "all parameters": None,
-    }
-    for name, params in slices.items():
-        for method in ("loop", "vmap"):
-            per = time_per_example(small, data[:32], params, method)
-            med = statistics.median(per)
-            print(
-                f"per-example gradients, {name:34s} {method:4s}: {1 / med:7.1f} examples/s "
-                f"({_summary(per)} each); 32 of them = {32 * med / base_step:5.2f} x one training "
-                "step of batch 32"
-            )
+        f"last layer (model.layers.{n_layers - 1}.*)": (f"model.layers.{n_layers - 1}.*",),
+    })  # fmt: skip
 
 
 if __name__ == "__main__":
