@@ -92,6 +92,16 @@ def test_safe_side_inputs_are_not_steered_and_their_logits_are_unchanged(text):
     assert float((th > mars.gate_threshold).float().mean()) >= 0.9
 
 
+def test_positions_from_activations_equal_positions(text):
+    model, mars, held_harm, held_safe = text
+    prompts = held_harm[:5] + held_safe[:5]
+    acts = mars.last_activations(model, prompts)
+    for m in (mars, *ablations(mars).values()):
+        torch.testing.assert_close(
+            m.positions_from_activations(acts, prompts), m.positions(model, prompts)
+        )
+
+
 def test_strengths_follow_the_geometry_and_stay_in_the_trust_region(text):
     _model, mars, *_ = text
     t = torch.linspace(-2.0, 3.0, 101, dtype=torch.float64)

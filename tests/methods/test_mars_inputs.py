@@ -80,6 +80,7 @@ def _chat_xs(chat_xs):
     STATE["model"] = model
     STATE["fitted"] = MARS(radii=(1.0, 4.0)).fit(model, harm[:6], safe[:6]).select(
         model, harm[6:], safe[6:])  # fmt: skip
+    STATE["acts"] = STATE["fitted"].last_activations(model, FOUR)
     yield
     STATE.clear()
 
@@ -186,6 +187,15 @@ def run_steering_deltas(fitted, model, prompts):
     return s.deltas(_r(model), prompts).numpy()
 
 
+def run_last_activations(fitted, model, prompts):
+    return _r(fitted).last_activations(_r(model), prompts).numpy()
+
+
+def run_positions_from_activations(fitted, activations, prompts):
+    acts = _r(activations) if isinstance(activations, Lazy) else activations
+    return _r(fitted).positions_from_activations(acts, prompts).numpy()
+
+
 def run_strengths_from_positions(fitted, t):
     return _r(fitted).strengths_from_positions(t).numpy()
 
@@ -218,6 +228,27 @@ def run_refusal_probability(model, prompts, site, deltas, batch_size):
 
 
 D = 64  # chat-xs width
+ACTS = Lazy("acts")
+ACTS_KIND = Kind(
+    "activations",
+    (
+        Mutation("nan", lambda v, r: _nan(_r(v))),
+        Mutation("one prompt short", lambda v, r: _r(v)[:-1]),
+        Mutation("one layer short", lambda v, r: _r(v)[:, :-1]),
+        Mutation("flattened", lambda v, r: _r(v).reshape(len(_r(v)), -1)),
+        Mutation("None", lambda v, r: None),
+        Mutation("string", lambda v, r: "acts"),
+        Mutation("numpy", lambda v, r: _r(v).numpy(), same=True),
+    ),
+)
+
+
+def _nan(a):
+    a = a.clone()
+    a[0, 0, 0] = float("nan")
+    return a
+
+
 DELTA = np.zeros((4, D))
 DELTA[:, 0] = 1.0
 FOUR = [[{"role": "user", "content": f"What is {i} plus {i} ?"}] for i in range(4)]
@@ -244,6 +275,12 @@ CASES = [
     Case("MarsSteering.deltas", run_steering_deltas,
          {"fitted": FITTED, "model": MODEL, "prompts": FOUR},
          {"model": MODEL_KIND, "prompts": PROMPTS}),
+    Case("MARS.last_activations", run_last_activations,
+         {"fitted": FITTED, "model": MODEL, "prompts": FOUR},
+         {"fitted": UNFITTED, "model": MODEL_KIND, "prompts": PROMPTS}),
+    Case("MARS.positions_from_activations", run_positions_from_activations,
+         {"fitted": FITTED, "activations": ACTS, "prompts": FOUR},
+         {"fitted": UNFITTED, "activations": ACTS_KIND, "prompts": PROMPTS.without("tuple")}),
     Case("MARS.strengths_from_positions", run_strengths_from_positions,
          {"fitted": FITTED, "t": np.linspace(-1, 2, 7)},
          {"fitted": UNFITTED, "t": ARRAY.without("pandas")}),

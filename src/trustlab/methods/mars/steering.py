@@ -435,6 +435,34 @@ class MARS:
         h = self._acts(lm, prompts, [layer])[:, 0]
         return self._positions_from(h, prompts)
 
+    def last_activations(self, lm: LanguageModel, prompts: Sequence[Prompt]) -> torch.Tensor:
+        """The residual stream [N, n_layers, D] (float64) at every ``resid_pre`` at the last
+        prompt position: read once, then place the inputs for several settings with
+        :meth:`positions_from_activations`."""
+        where = "MARS.last_activations"
+        self._check_fitted(where)
+        lm = _check_lm(lm, where)
+        self._check_model(lm, where)
+        return self._acts(lm, _check_prompts(prompts, "prompts", where))
+
+    def positions_from_activations(
+        self, activations: Any, prompts: Sequence[Prompt]
+    ) -> torch.Tensor:
+        """:meth:`positions` from :meth:`last_activations` of the same ``prompts`` (the
+        prompts say which inputs carry images, i.e. which are re-centred)."""
+        where = "MARS.positions_from_activations"
+        self._check_selected(where)
+        prompts = _check_prompts(prompts, "prompts", where)
+        a = torch.as_tensor(as_float_array(activations, "activations", where, ndim=3))
+        if a.shape != (len(prompts), self.n_layers_, self.mu_unsafe_.shape[1]):
+            raise InputError(
+                f"The 'activations' parameter of {where} must be [{len(prompts)}, "
+                f"{self.n_layers_}, {self.mu_unsafe_.shape[1]}] (last_activations of the "
+                f"prompts). Got {tuple(a.shape)}."
+            )
+        self._check_offset(prompts)
+        return self._positions_from(a[:, self._layer()], prompts)
+
     def _positions_from(self, h: torch.Tensor, prompts: list[Prompt]) -> torch.Tensor:
         layer = self._layer()
         img = [prompt_has_images(p) for p in prompts]
