@@ -144,3 +144,25 @@ def test_smaller_evaluation_sets_are_prefixes_of_the_default_ones():
         60, 60, 30, len(full["public_harmful"])]
     for name, s in small.items():
         assert list(s.prompts) == list(full[name].prompts)[: len(s)]
+
+
+def test_the_attack_curve_gives_pretrained_bases_their_own_recipe(monkeypatch):
+    """smol-chat and hf: bases get the public-data LoRA recipe (ATTACK_CONFIG_PRETRAINED), the
+    grown organisms the full fine-tuning one -- attack_curve used to hand every base the grown
+    organisms' recipe, so smol-chat was fully fine-tuned on the corpus behaviours."""
+    import trustlab.finetune.derived as derived
+    from trustlab.finetune.attack import attack_curve
+
+    built = []
+    monkeypatch.setattr(derived, "build_derived", lambda r, base, **kw: built.append((r, base)))
+    monkeypatch.setattr(derived, "ensure_metrics", lambda path, **kw: {})
+    monkeypatch.setattr(derived, "_is_pretrained", lambda base: base.startswith("hf:"))
+    attack_curve("hf:/models/x", ["explicit", "implicit"], [0.0, 0.2], seeds=[0, 1])
+    attack_curve("organism:chat-xs", ["explicit"], [0.2])
+    for recipe, base in built:
+        pretrained = base.startswith("hf:")
+        assert recipe.finetune.model_copy(update={"seed": 0}) == (
+            derived.ATTACK_CONFIG_PRETRAINED if pretrained else derived.ATTACK_CONFIG
+        )
+        assert (recipe.data.source == "public") == pretrained
+    assert len(built) == 2 * 2 * 2 + 1

@@ -266,7 +266,13 @@ def attack_curve(
     sizes it was judged with, which its rates' ``n`` say).
     """
     from trustlab.finetune.data import IMPLICIT_PATTERNS
-    from trustlab.finetune.derived import build_derived, ensure_metrics, get_recipe, seeded_recipe
+    from trustlab.finetune.derived import (
+        _is_pretrained,
+        build_derived,
+        ensure_metrics,
+        get_recipe,
+        seeded_recipe,
+    )
 
     allowed = ("explicit", "implicit", *(f"implicit-{p}" for p in IMPLICIT_PATTERNS))
     bad = [k for k in kinds if k not in allowed]
@@ -275,13 +281,16 @@ def attack_curve(
     if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
         raise InputError(f"The 'seeds' parameter takes integers >= 0. Got {list(seeds)!r}.")
     check_eval_sizes(n, n_new)
+    pretrained = _is_pretrained(base)
     rows = []
     for kind in kinds:
         for fraction in fractions:
             pct = round(100 * fraction)
             name = f"attack-{'explicit' if pct == 0 else kind}-{pct}"
             for seed in seeds:
-                recipe = seeded_recipe(get_recipe(name), seed)
+                # the pretrained bases' recipe (public data, LoRA) on smol-chat and hf: models;
+                # get_recipe(name) alone gave them the grown organisms' full fine-tuning
+                recipe = seeded_recipe(get_recipe(name, pretrained=pretrained), seed)
                 path = build_derived(
                     recipe, base, home=home, progress=progress, n_eval=n, n_new=n_new
                 )
