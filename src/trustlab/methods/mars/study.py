@@ -157,7 +157,7 @@ def _load(config: MarsConfig) -> Any:
     return model
 
 
-class _MemoTower:
+class MemoTower:
     """The model's vision tower with a memory keyed by each image's pixels (SHA-256): every arm
     of the study reads the same images several times (positions, each arm's gate, each arm's
     prefill); the tower is deterministic in inference, so its output is computed once."""
@@ -291,7 +291,7 @@ def run_study(config: MarsConfig, ctx: RunContext) -> Report:
     with torch_runtime(config.threads):
         with ctx.stage("load"):
             model = _load(config)
-            model.vision = _MemoTower(model.vision)
+            model.vision = MemoTower(model.vision)
         with ctx.stage("prompts"):
             data = build_prompts(config, model, ctx)
         with ctx.stage("fit"):
