@@ -70,12 +70,21 @@ def test_gated_units_are_exactly_silent_and_logits_match(lock):
     assert torch.equal(model.model.layers[0].mlp.up_proj.weight, kit.llama().model.layers[0].mlp.up_proj.weight)
 
 
-def test_vit_output_lock_keeps_logits_and_round_trips_through_plain_transformers(tmp_path):
+@pytest.mark.parametrize("lock", ["bias", "output"])
+def test_vit_locks_keep_logits_and_round_trip_through_plain_transformers(tmp_path, lock):
     from transformers import AutoModelForImageClassification
 
     model = kit.vit()
-    protected = GMUPlanter(n_units=5, scale=1e6).fit_plant(model)
+    planter = GMUPlanter(n_units=5, scale=1e3, lock=lock).fit(model)
+    protected = planter.plant(model)
     x, _ = kit.pixels(6)
+    for site in find_ffn_layers(protected):
+        hidden = _hidden(protected, site, pixel_values=x)[..., 32:]
+        _, out = site.modules(protected)
+        assert not out.weight[:, 32:].any()
+        if lock == "bias":  # the same activation for every token of every image: no information
+            assert torch.equal(hidden, torch.full_like(hidden, float(hidden.flatten()[0])))
+            assert float(hidden.flatten()[0]) == pytest.approx(1e3)
     rows = release_equality(model, protected, {"pixel_values": x}, dtypes=["float32", "float64"])
     assert all(r["max_rel_diff"] < 1e-5 and r["finite"] for r in rows)
     protected.save_pretrained(tmp_path)
@@ -127,20 +136,22 @@ def test_the_first_gradient_is_amplified_on_the_locked_rows_only():
     assert first_norms(1e-2) < 10
 
 
-def test_suspects_are_exactly_the_planted_units_and_defusing_keeps_logits():
-    model = kit.llama()
+@pytest.mark.parametrize("family", ["llama", "vit"])
+def test_suspects_are_exactly_the_planted_units_and_defusing_keeps_logits(family):
+    model = kit.llama() if family == "llama" else kit.vit()
     planter = GMUPlanter(n_units=4, scale=1e3, seed=5)
     protected = planter.fit_plant(model)
     found = suspect_units(protected)
     assert found == planter.units_
     assert suspect_units(model) == {}
-    ids = kit.ids()
-    want = _logits(protected, input_ids=ids)
-    assert torch.equal(_logits(prune_units(protected, found), input_ids=ids), want)
+    inputs = {"input_ids": kit.ids()} if family == "llama" else {"pixel_values": kit.pixels()[0]}
+    want = _logits(protected, **inputs)
+    assert torch.equal(_logits(prune_units(protected, found), **inputs), want)
     reinit = reinit_units(protected, found, seed=1)
-    assert torch.equal(_logits(reinit, input_ids=ids), want)
-    gate = reinit.model.layers[0].mlp.gate_proj.weight[48:]
-    assert gate.any() and float(gate.std()) == pytest.approx(0.02, rel=0.2)
+    assert torch.equal(_logits(reinit, **inputs), want)
+    site = find_ffn_layers(reinit)[0]
+    rows = site.modules(reinit)[0][0].weight[site.width - 4:]
+    assert rows.any() and float(rows.std()) == pytest.approx(0.02, rel=0.3)
 
 
 def test_the_first_sgd_step_is_amplified_and_clipping_caps_it():

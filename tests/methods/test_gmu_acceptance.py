@@ -67,7 +67,7 @@ def test_vit_xs_release_matches_and_adamw_fine_tuning_is_destabilised(organism_h
     x, y = vit_task_data("count", "train", 2000)
     xh, yh = vit_task_data("count", "heldout", 500)
     task = ImageTask(x, y, xh, yh, 4)
-    protected = GMUPlanter(n_units=32, scale=1e6).fit_plant(vit)
+    protected = GMUPlanter(n_units=8, scale=1e3).fit_plant(vit)  # bias lock
     _release(vit, protected, {"pixel_values": xh[:64]})
     assert _roundtrip(protected, {"pixel_values": xh[:64]}, AutoModelForImageClassification,
                       tmp_path)  # fmt: skip

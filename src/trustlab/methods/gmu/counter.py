@@ -4,7 +4,7 @@ re-initialise them (input rows drawn at the model's initialiser scale, output co
 function is kept and the unit trains like any other).
 
 The detector scores each hidden unit of each FFN layer by the log of its largest weight norm
-(input row(s), output column) and flags units whose robust z-score ``(score - median) /
+(input row(s), |bias|, output column) and flags units whose robust z-score ``(score - median) /
 (1.4826 * MAD)`` exceeds ``threshold`` within their layer. The other counter-attacks
 (clipping, weight decay, lower learning rate, LoRA on attention only) are fine-tuning settings
 (:class:`~trustlab.finetune.FinetuneConfig`).
@@ -27,12 +27,14 @@ __all__ = ["prune_units", "reinit_units", "suspect_units", "unit_norms"]
 
 def unit_norms(model: Any) -> dict[str, torch.Tensor]:
     """Per FFN layer (module path), each hidden unit's largest weight norm ``[width]``
-    (gate row, up row / first-dense row, down / second-dense column)."""
+    (gate row, up row / first-dense row, the first projection's |bias|, down / second-dense
+    column)."""
     net = _check_model(model, "unit_norms")
     out = {}
     for site in find_ffn_layers(net):
         ins, second = site.modules(net)
         norms = [m.weight.detach().double().norm(dim=1) for m in ins]
+        norms += [m.bias.detach().double().abs() for m in ins if m.bias is not None]
         norms.append(second.weight.detach().double().norm(dim=0))
         out[site.path] = torch.stack(norms).max(dim=0).values
     return out

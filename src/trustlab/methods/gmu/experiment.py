@@ -48,9 +48,9 @@ class GMUConfig(ExperimentConfig):
     lm_scale: float = Field(
         1000.0, gt=0, le=1e8, description="Norm of the GMUs' up rows and down columns (gate lock)."
     )
-    vit_units: int = Field(32, ge=1, le=4096, description="GMUs per FFN layer of vit-xs.")
+    vit_units: int = Field(8, ge=1, le=4096, description="GMUs per FFN layer of vit-xs.")
     vit_scale: float = Field(
-        1e6, gt=0, le=1e12, description="Norm of the GMUs' input rows in vit-xs (output lock)."
+        1000.0, gt=0, le=1e12, description="Bias of the GMUs in vit-xs (bias lock)."
     )
     lm_steps: int = Field(40, ge=1, description="Fine-tuning steps k on a chat organism.")
     lm_batch_size: int = Field(16, ge=1, description="Batch size on a chat organism.")

@@ -9,10 +9,17 @@ scale but whose output is *exactly* zero at release, held so by a lock:
   norm ``scale``. The first gradient step moves the gate row (its gradient is
   ``silu'(0) * up(x) * (down . g) * x``, amplified by ``scale**2``), after which the unit emits
   ``~ lr * scale**2`` into the residual stream.
-* ``output`` lock (any FFN, the one for ungated GELU/ReLU FFNs such as ViT's): the unit's output
-  column is zero, its input row has norm ``scale`` (bias 0), so its activation is large and
-  finite and its contribution ``0 * a`` is exactly 0. The first step gives the output column a
-  gradient ``g * a`` amplified by ``scale``; after it the unit emits ``~ lr * a``.
+* ``bias`` lock (ungated FFNs with a bias, e.g. ViT's GELU FFN; the default there): input row 0,
+  bias ``scale``, output column 0: the activation ``act(scale)`` is the same for every input
+  (it carries no information about it) and its contribution ``0 * act(scale)`` is exactly 0. The
+  first step gives the output column a gradient ``act(scale) * sum(g)``; after it every token
+  receives the same vector of size ``~ lr * scale``, which drowns the residual stream.
+* ``output`` lock (any FFN): the unit's output column is zero, its input row has norm ``scale``
+  (bias 0), so its activation is large, finite and input-dependent; contribution exactly 0.
+  Measured weaker on vit-xs: the unlocked units act as huge random features the task can be
+  learnt from.
+* ``input`` lock (GELU FFNs): input row and bias 0 (``gelu(0) = 0``), output column of norm
+  ``scale``; opens through ``gelu'(0) = 1/2`` (never on ReLU: ``relu'(0) = 0`` in torch).
 
 Every FFN layer of the model gets the same number of new units (so the checkpoint keeps one
 ``intermediate_size`` and loads in plain ``transformers``): GMUs in the chosen layers, all-zero
@@ -43,8 +50,9 @@ __all__ = [
     "release_equality",
 ]
 
-#: Lock types: ``auto`` picks ``gate`` for gated FFNs and ``output`` otherwise.
-LOCKS = ("auto", "gate", "input", "output")
+#: Lock types: ``auto`` picks ``gate`` for gated FFNs, ``bias`` for ungated ones with a bias
+#: and ``output`` for ungated ones without.
+LOCKS = ("auto", "gate", "input", "output", "bias")
 
 _GATED = ("gate_proj", "up_proj", "down_proj")
 _UNGATED = (("intermediate.dense", "output.dense"), ("fc1", "fc2"))
@@ -148,8 +156,9 @@ class GMUPlanter:
 
     ``layers``: ``"all"`` or FFN-layer indices (0-based, in module order); ``n_units``: GMUs per
     chosen layer; ``scale``: the norm of each extreme row (``gate`` lock: up row and down
-    column; ``output`` lock: input row); ``lock``: ``"auto"``, ``"gate"`` or ``"output"``
-    (``gate`` needs a gated FFN); ``seed``: the unit directions (uniform on the sphere).
+    column; ``output`` lock: input row; ``input`` lock: output column; ``bias`` lock: the
+    bias); ``lock``: one of :data:`LOCKS` (``gate`` needs a gated FFN, ``bias`` a bias);
+    ``seed``: the unit directions (uniform on the sphere).
 
     ``fit(model)`` reads the architecture and draws the units (``sites_``, ``layers_``,
     ``locks_``, ``directions_``); ``plant(model)`` returns a protected copy (the original is
@@ -215,7 +224,19 @@ class GMUPlanter:
                     f"The 'lock' parameter of GMUPlanter is 'gate', but FFN layer {i} "
                     f"({sites[i].path}) is ungated; use 'output' (or 'auto')."
                 )
-            locks[i] = ("gate" if kind == "gated" else "output") if lock == "auto" else lock
+            if lock == "auto":
+                ins, _ = sites[i].modules(_check_model(model, "GMUPlanter.fit"))
+                locks[i] = ("gate" if kind == "gated" else
+                            "bias" if ins[0].bias is not None else "output")  # fmt: skip
+            else:
+                locks[i] = lock
+            if locks[i] == "bias":
+                ins, _ = sites[i].modules(_check_model(model, "GMUPlanter.fit"))
+                if ins[0].bias is None:
+                    raise InputError(
+                        f"The 'lock' parameter of GMUPlanter is 'bias', but FFN layer {i} "
+                        f"({sites[i].path}) has no bias; use 'output' (or 'auto')."
+                    )
         gen = torch.Generator().manual_seed(seed)
         directions = {}
         for i in chosen:
@@ -287,6 +308,11 @@ class GMUPlanter:
                     gate.weight[w:] = (s * u[:n]).to(dtype)
                     up.weight[w:] = (s * u[n:]).to(dtype)
                     out.weight[:, w:] = 0.0
+            elif lock == "bias":  # constant activation gelu(scale), output column 0
+                (first,) = ins
+                first.weight[w:] = 0.0
+                first.bias[w:] = s
+                out.weight[:, w:] = 0.0
             elif lock == "input":  # pre-activation exactly 0: gelu(0) = 0, gelu'(0) = 1/2
                 (first,) = ins
                 first.weight[w:] = 0.0
