@@ -177,6 +177,11 @@ def token_id(lm: LanguageModel, token: int | str, name: str = "token") -> int:
             raise InputError(
                 f"'{name}' {token!r} encodes to {len(ids)} tokens {ids}; give one token id."
             )
+        unk = getattr(lm.tokenizer, "unk_token_id", None)
+        if unk is not None and int(ids[0]) == unk and token != lm.tokenizer.unk_token:
+            # a word outside the vocabulary used to be read as the unknown token
+            raise InputError(f"'{name}' {token!r} is not in the vocabulary (it encodes to the "
+                             "unknown token).")  # fmt: skip
         return int(ids[0])
     raise InputError(
         f"'{name}' must be a token id or a one-token string. Got {type(token).__name__}."
@@ -213,6 +218,9 @@ def logit_lens(
     names = (
         list(sites) if sites is not None else [*lm.sites("resid_pre"), lm.sites("resid_post")[-1]]
     )
+    if tokens is not None and (isinstance(tokens, str | int) or not isinstance(tokens, Sequence)):
+        # "sky" used to be read as the tokens "s", "k", "y"
+        raise InputError(f"'tokens' must be a list of token ids or one-token strings. Got {tokens!r:.40}.")
     cols = None if tokens is None else torch.tensor([token_id(lm, t, "tokens") for t in tokens])
     acts = get_activations(
         lm, prompts, names, positions, batch_size=batch_size, progress=progress

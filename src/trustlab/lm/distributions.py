@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.lm._checks import check_count
 from trustlab.lm.activations import Progress, batches
 from trustlab.lm.model import LanguageModel, Prompt
 
@@ -77,13 +78,17 @@ def sequence_logprobs(
             f"sequence_logprobs needs as many continuations as prompts (>0). Got "
             f"{len(prompts)} prompts and {len(continuations)} continuations."
         )
+    # batch_size 0 used to raise a raw ValueError, 2.5 a raw TypeError
+    batch_size = check_count(batch_size, "batch_size", "sequence_logprobs")
+    if any(not isinstance(c, str) for c in continuations) or isinstance(continuations, str):
+        raise InputError("The 'continuations' parameter of sequence_logprobs must be a list of strings.")
     prompt_ids = lm.tokenize(prompts)
     cont_ids = [list(lm.tokenizer(c, add_special_tokens=False)["input_ids"]) for c in continuations]
     if any(len(c) == 0 for c in cont_ids):
         raise InputError("Every continuation must encode to at least one token.")
     results: list[torch.Tensor | None] = [None] * len(prompts)
     order = sorted(range(len(prompts)), key=lambda i: len(prompt_ids[i]) + len(cont_ids[i]))
-    chunks = [order[i : i + batch_size] for i in range(0, len(order), max(1, int(batch_size)))]
+    chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     items = (
         chunks if progress is None else progress(chunks, description="log-probs", total=len(chunks))
     )

@@ -78,10 +78,16 @@ def format_plain(conversation: Conversation, add_generation_prompt: bool = True)
 
 @lru_cache(maxsize=32)
 def _compiled(template: str) -> Any:
+    from jinja2 import TemplateSyntaxError
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(template)
+    try:
+        return env.from_string(template)
+    except TemplateSyntaxError as exc:  # used to escape as a raw jinja2 traceback
+        raise InputError(
+            f"The chat template is not valid Jinja (line {exc.lineno}: {exc.message})."
+        ) from None
 
 
 def format_chat(

@@ -251,9 +251,15 @@ def _first_key(kwargs: dict) -> str:
 
 
 def as_sites(sites: str | Sequence[str]) -> list[str]:
+    if not isinstance(sites, str) and not isinstance(sites, Sequence):
+        # None and ints used to raise "object is not iterable"
+        raise InputError(f"Activation sites are a site name or a list of them. Got {sites!r:.60}.")
     names = [sites] if isinstance(sites, str) else list(sites)
     if not names:
         raise InputError("At least one activation site is needed. Got an empty list.")
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise InputError(f"Activation sites are names such as 'blocks.0.resid_pre'. Got {bad[0]!r:.60}.")
     return names
 
 
@@ -264,6 +270,8 @@ def hook(lm: LanguageModel, sites: str | Sequence[str], fn: HookFn) -> Iterator[
     ``fn`` observes by returning None or edits by returning a tensor of the same shape.
     """
     names = as_sites(sites)
+    if not callable(fn):
+        raise InputError(f"The 'fn' parameter of hook must be callable. Got {type(fn).__name__}.")
     for name in names:
         lm.adapter.module(name)  # validate every name before registering anything
     handles = []

@@ -40,8 +40,14 @@ _DTYPES = {
 
 def register_resolver(scheme: str, resolver: Resolver) -> None:
     """Make ``load(f"{scheme}:<name>")`` call ``resolver(name, dtype=..., device=...)``."""
-    if not scheme.isidentifier() or scheme in ("hf", "openai"):
+    # a non-string scheme used to raise a raw AttributeError; a non-callable resolver was kept
+    if not isinstance(scheme, str) or not scheme.isidentifier() or scheme in ("hf", "openai"):
         raise InputError(f"Cannot register the model-spec scheme {scheme!r}.")
+    if not callable(resolver):
+        raise InputError(
+            f"The 'resolver' parameter of register_resolver must be callable. Got "
+            f"{type(resolver).__name__}."
+        )
     _RESOLVERS[scheme] = resolver
 
 

@@ -32,6 +32,7 @@ from typing import Literal
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 from trustlab.lm.model import Batch, LanguageModel, Prompt, Segment
 from trustlab.lm.positions import PositionLike, as_positions
 
@@ -269,7 +270,10 @@ class TokenGradients:
             raise InputError(f"'k' must be an integer >= 1. Got {k!r}.")
         scores = self.values.clone()
         if exclude:
-            scores[..., torch.as_tensor(list(exclude), dtype=torch.long)] = -torch.inf
+            drop = [check_scalar(t.item() if hasattr(t, "item") else t, "exclude",
+                                 "TokenGradients.top_candidates", kind=int, lo=0,
+                                 hi=scores.shape[-1] - 1) for t in exclude]  # fmt: skip
+            scores[..., torch.as_tensor(drop, dtype=torch.long)] = -torch.inf
         return scores.topk(min(k, scores.shape[-1]), dim=-1).indices
 
 

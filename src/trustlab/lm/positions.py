@@ -17,13 +17,14 @@ accepted as aliases of the argument-free constructors; a list of ints means ``Po
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 
 __all__ = ["PositionLike", "Positions", "as_positions"]
 
@@ -40,13 +41,20 @@ class Positions:
 
     @classmethod
     def last(cls, k: int = 1) -> Positions:
-        if int(k) < 1:
-            raise InputError(f"Positions.last needs k >= 1. Got {k}.")
-        return cls("last", k=int(k))
+        # 2.5 used to mean last(2) and "a" raised a raw ValueError
+        return cls("last", k=check_scalar(k, "k", "Positions.last", kind=int, lo=1))
 
     @classmethod
     def at(cls, indices: Sequence[int]) -> Positions:
-        idx = tuple(int(i) for i in indices)
+        if isinstance(indices, str | bytes | Mapping) or not isinstance(indices, Iterable):
+            raise InputError(
+                f"Positions.at takes a list of token indices. Got {type(indices).__name__}."
+            )
+        # 1.5 used to mean index 1
+        idx = tuple(
+            check_scalar(i.item() if hasattr(i, "item") else i, "indices", "Positions.at", kind=int)
+            for i in indices
+        )
         if not idx:
             raise InputError("Positions.at needs at least one index. Got an empty list.")
         return cls("at", indices=idx)
@@ -140,6 +148,8 @@ def as_positions(spec: PositionLike) -> Positions:
                 f"indices otherwise. Got {spec!r}."
             )
         return _ALIASES[spec]
+    if isinstance(spec, bool):  # True used to mean index 1
+        raise InputError(f"A position spec is not a boolean. Got {spec!r}.")
     if isinstance(spec, int):
         return Positions.at([spec])
     if isinstance(spec, Sequence):
