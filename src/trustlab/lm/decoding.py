@@ -34,6 +34,8 @@ from typing import Any
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
+from trustlab.lm._checks import as_float_tensor, check_count, prompt_list
 from trustlab.lm.model import LanguageModel, Prompt
 from trustlab.lm.positions import PositionLike
 
@@ -285,6 +287,7 @@ def generate_rows(
     max_new_tokens, temperature = _check_decoding(max_new_tokens, temperature)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InputError(f"batch_size must be a whole number >= 1. Got {batch_size!r}.")
+    seed = check_scalar(seed, "seed", "generate_rows", kind=int)  # "x" used to raise ValueError
     if inputs_embeds is not None:
         if prompts is not None:
             raise InputError("Pass prompts or inputs_embeds, not both.")
@@ -392,15 +395,20 @@ def greedy_rows(
     The K x N rows are decoded together in batches of up to ``max_rows`` by
     :func:`generate_rows`; ``settled(n, text)`` gets the prompt number ``n`` (not the row).
     """
-    d = torch.as_tensor(deltas, dtype=torch.float32)
+    prompts = prompt_list(prompts, "prompts", "greedy_rows", allow_empty=True)
+    d = as_float_tensor(deltas, "deltas", "greedy_rows").to(torch.float32)
     if d.dim() != 2 or d.shape[1] != lm.d_model:
         raise InputError(f"deltas must be [K, {lm.d_model}]. Got {tuple(d.shape)}.")
     k, n = int(d.shape[0]), len(prompts)
+    max_rows = check_count(max_rows, "max_rows", "greedy_rows")  # 0 and NaN used to pass / crash
     if gates is None:
         gates = torch.ones((k, n), dtype=torch.bool)
     gates = torch.as_tensor(gates)
     if tuple(gates.shape) != (k, n):
         raise InputError(f"gates must be [{k}, {n}]. Got {tuple(gates.shape)}.")
+    if gates.dtype != torch.bool and not bool(((gates == 0) | (gates == 1)).all()):
+        # a gate of 0.5 used to scale the delta by 0.5 and 2.0 to double it
+        raise InputError("gates must be True/False (or 0/1) per (delta, prompt).")
     if n == 0 or k == 0:
         return [[] for _ in range(k)]
     rows_d = (d.unsqueeze(1) * gates.float().unsqueeze(-1)).reshape(k * n, -1)
@@ -412,7 +420,7 @@ def greedy_rows(
         max_new_tokens=max_new_tokens,
         settled=stop,
         steering=Steering(site, rows_d),
-        batch_size=max(1, int(max_rows)),
+        batch_size=max_rows,
         cache=cache,
     )
     return [texts[j * n : (j + 1) * n] for j in range(k)]
@@ -426,6 +434,9 @@ def exact_match_settled(answers: Sequence[str]) -> Settled:
     """``settled`` for exact match: the reply so far, whitespace removed, is no longer a prefix
     of the answer (whitespace removed), so it cannot end up equal to it. A reply holding an
     undecodable partial character (U+FFFD) is never settled."""
+    if isinstance(answers, str | bytes) or not isinstance(answers, Sequence):
+        # "abc" used to be read as the answers "a", "b", "c"
+        raise InputError(f"exact_match_settled takes a list of answers. Got {type(answers).__name__}.")
     squashed = [_squash(str(a)) for a in answers]
 
     def fn(n: int, text: str) -> bool:

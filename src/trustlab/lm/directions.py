@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.lm._checks import prompt_list
 from trustlab.lm.interventions import ablate_direction
 from trustlab.lm.model import LanguageModel, Prompt
 
@@ -157,6 +158,10 @@ def ablation_metric(
 ) -> Callable[[torch.Tensor, int, int], float]:
     """A ``select_direction`` metric: mean ``score(lm, prompts)`` with the direction ablated
     at every layer (e.g. ``score = refusal_score`` from :mod:`trustlab.lm.judges`)."""
+
+    prompts = prompt_list(prompts, "prompts", "ablation_metric")
+    if not callable(score):
+        raise InputError(f"The 'score' parameter of ablation_metric must be callable. Got {score!r:.40}.")
 
     def metric(direction: torch.Tensor, layer: int, position: int) -> float:
         with ablate_direction(lm, direction):

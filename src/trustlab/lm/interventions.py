@@ -22,6 +22,8 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
+from trustlab.lm._checks import as_float_tensor
 from trustlab.lm.hooks import StepState, as_sites, hook
 from trustlab.lm.model import LanguageModel
 from trustlab.lm.positions import PositionLike, as_positions
@@ -40,19 +42,28 @@ __all__ = [
 ]
 
 
+_OWNER = {
+    "added": ("vector", "add_vector"),
+    "ablated": ("direction", "ablate_direction"),
+    "clamped": ("direction", "clamp_projection"),
+}
+
+
 def _per_site(
     lm: LanguageModel, vector: torch.Tensor, names: list[str], what: str, normalise: bool
 ) -> dict[str, torch.Tensor]:
     """One [D] tensor per site, in the model's dtype and device."""
     if len(set(names)) != len(names):
         raise InputError(f"The sites of one {what} must be distinct. Got {names}.")
-    vec = torch.as_tensor(vector).to(device=lm.device, dtype=torch.float32)  # keeps autograd
+    # keeps autograd; None, text and booleans used to raise raw torch errors or add 0/1 masks
+    param, where = _OWNER[what]
+    vec = as_float_tensor(vector, param, where).to(device=lm.device, dtype=torch.float32)
     if vec.dim() == 1:
         vec = vec.unsqueeze(0).expand(len(names), -1)
     if vec.dim() != 2 or vec.shape != (len(names), lm.d_model):
         raise InputError(
             f"The {what} vector must have shape [d_model]={lm.d_model} or [n_sites, d_model]="
-            f"[{len(names)}, {lm.d_model}]. Got {tuple(torch.as_tensor(vector).shape)}."
+            f"[{len(names)}, {lm.d_model}]. Got {tuple(vec.shape)}."
         )
     if not bool(torch.isfinite(vec).all()):
         raise InputError(f"The {what} vector has non-finite entries.")
@@ -82,7 +93,8 @@ def add_vector(
     ``vector`` is [d_model] (same at every site) or [n_sites, d_model].
     """
     names = as_sites(sites)
-    deltas = {k: float(alpha) * v for k, v in _per_site(lm, vector, names, "added", False).items()}
+    alpha = check_scalar(alpha, "alpha", "add_vector")  # NaN used to fill the logits with NaN
+    deltas = {k: alpha * v for k, v in _per_site(lm, vector, names, "added", False).items()}
     pos = as_positions(positions)
 
     def fn(site: str, h: torch.Tensor, step: StepState) -> torch.Tensor:
@@ -135,7 +147,7 @@ def clamp_projection(
     names = as_sites(sites)
     units = _per_site(lm, direction, names, "clamped", True)
     pos = as_positions(positions)
-    target = float(value)
+    target = check_scalar(value, "value", "clamp_projection")  # NaN used to pass
 
     def fn(site: str, h: torch.Tensor, step: StepState) -> torch.Tensor:
         r = units[site]
@@ -159,7 +171,12 @@ def replace_activation(
     ``activation`` is [d_model] (written at every selected token) or [B, P, d_model] for a
     fixed-count position spec (e.g. a slice of :func:`get_activations` output).
     """
-    act = torch.as_tensor(activation).to(device=lm.device, dtype=lm.dtype)
+    names = as_sites(site)
+    if len(names) != 1:
+        raise InputError(f"replace_activation takes one site. Got {names}.")
+    # NaN used to be written into the model; None raised a raw torch error
+    act = as_float_tensor(activation, "activation", "replace_activation")
+    act = act.to(device=lm.device, dtype=lm.dtype)
     if act.shape[-1] != lm.d_model or act.dim() not in (1, 3):
         raise InputError(
             f"The replacement must be [d_model] or [batch, positions, d_model] with d_model="
@@ -186,7 +203,7 @@ def replace_activation(
         out[torch.arange(h.shape[0], device=h.device).unsqueeze(1), cols] = act
         return out
 
-    with hook(lm, [site], fn):
+    with hook(lm, names, fn):
         yield
 
 

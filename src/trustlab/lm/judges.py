@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from trustlab.core.errors import InputError
+from trustlab.core.validation import check_scalar
 from trustlab.lm.chat import ChatModel
 from trustlab.lm.distributions import next_token_logprobs
 from trustlab.lm.model import LanguageModel, Prompt
@@ -353,7 +354,8 @@ class CallableJudge:
             raise InputError(f"CallableJudge needs a callable. Got {type(fn).__name__}.")
         self.fn = fn
         self.name = name
-        self.threshold = float(threshold)
+        # NaN used to make every score a False verdict
+        self.threshold = check_scalar(threshold, "threshold", "CallableJudge")
         self.needs_reference = bool(needs_reference)
 
     def verdicts(self, items: Sequence[JudgeItem]) -> list[Verdict]:
@@ -381,6 +383,10 @@ def refusal_token_ids(
     lm: LanguageModel, words: Sequence[str] = DEFAULT_REFUSAL_TOKENS
 ) -> list[int]:
     """First token id of each word (no special tokens), deduplicated; unknown tokens dropped."""
+    if isinstance(words, str | bytes) or not isinstance(words, Sequence):
+        # "sorry" used to be read as the words "s", "o", "r", ...
+        raise InputError(f"The 'words' parameter of refusal_token_ids must be a list of words. "
+                         f"Got {type(words).__name__}.")
     ids: list[int] = []
     unk = lm.tokenizer.unk_token_id
     for word in words:
@@ -405,15 +411,29 @@ def refusal_score(
     ``prob``: total probability of ``token_ids`` (default :func:`refusal_token_ids`);
     ``logodds``: ``log p - log(1 - p)`` of it (Arditi et al.). Active interventions apply.
     """
-    ids = list(token_ids) if token_ids is not None else refusal_token_ids(lm)
+    if kind not in ("logodds", "prob"):
+        raise InputError(f"kind must be 'logodds' or 'prob'. Got {kind!r}.")
+    ids = _refusal_ids(lm, token_ids)
     logp = next_token_logprobs(lm, prompts, batch_size=batch_size).double()
     log_in = torch.logsumexp(logp[:, ids], -1)
     if kind == "prob":
         return log_in.exp().float()
-    if kind != "logodds":
-        raise InputError(f"kind must be 'logodds' or 'prob'. Got {kind!r}.")
     log_out = torch.log1p(-log_in.exp().clamp(max=1 - 1e-15))
     return (log_in - log_out).float()
+
+
+def _refusal_ids(lm: LanguageModel, token_ids: Sequence[int] | None) -> list[int]:
+    """Explicit refusal token ids, checked (an id outside the vocabulary used to raise a raw
+    IndexError, an empty list to give a log-odds of -inf, -1 to read the last token)."""
+    if token_ids is None:
+        return refusal_token_ids(lm)
+    if isinstance(token_ids, str | bytes) or not isinstance(token_ids, Sequence | torch.Tensor):
+        raise InputError(f"'token_ids' must be a list of token ids. Got {type(token_ids).__name__}.")
+    ids = [check_scalar(t.item() if hasattr(t, "item") else t, "token_ids", kind=int, lo=0,
+                        hi=lm.vocab_size - 1) for t in token_ids]  # fmt: skip
+    if not ids:
+        raise InputError("'token_ids' must name at least one refusal token. Got none.")
+    return list(dict.fromkeys(ids))
 
 
 class ProbabilityRefusalJudge:
@@ -424,7 +444,9 @@ class ProbabilityRefusalJudge:
     ) -> None:
         self.lm = lm
         self.token_ids = token_ids
-        self.threshold = threshold
+        # a threshold of NaN or 2 used to judge nothing refused
+        self.threshold = check_scalar(threshold, "threshold", "ProbabilityRefusalJudge", lo=0.0,
+                                      hi=1.0)  # fmt: skip
 
     def judge(self, prompts: Sequence[Prompt]) -> list[bool]:
         probs = refusal_score(self.lm, prompts, self.token_ids, kind="prob")
@@ -541,13 +563,21 @@ class RubricJudge:
             raise InputError(
                 f"RubricJudge needs a ChatModel (with .generate). Got {type(judge).__name__}."
             )
-        if "{prompt}" not in template or "{response}" not in template:
+        if not isinstance(template, str) or "{prompt}" not in template or "{response}" not in template:
             raise InputError("A rubric template must contain {prompt} and {response}.")
+        try:  # another {field} used to raise a raw KeyError at the first score
+            template.format(prompt="", response="")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise InputError(
+                f"A rubric template may only use the fields {{prompt}} and {{response}} (write "
+                f"other braces doubled). Got the field {exc}."
+            ) from None
         self.judge = judge
         self.template = template
-        self.max_new_tokens = max_new_tokens
-        self.seed = seed
-        self.threshold = float(threshold)
+        self.max_new_tokens = check_scalar(max_new_tokens, "max_new_tokens", "RubricJudge",
+                                           kind=int, lo=1)  # fmt: skip
+        self.seed = check_scalar(seed, "seed", "RubricJudge", kind=int)
+        self.threshold = check_scalar(threshold, "threshold", "RubricJudge")  # NaN used to pass
         self.name = name
 
     def verdicts(self, items: Sequence[JudgeItem]) -> list[Verdict]:

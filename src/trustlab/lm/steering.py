@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import torch
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.validation import check_scalar
+from trustlab.lm._checks import as_float_tensor, prompt_list
 from trustlab.lm.activations import get_activations
 from trustlab.lm.directions import ablation_metric, diff_in_means, select_direction
 from trustlab.lm.hooks import hook
@@ -104,6 +106,8 @@ def row_additions(
     flows into ``deltas``.
     """
     pos = as_positions(positions)
+    if not callable(deltas):  # a wrong width or NaN used to fail (or spread) inside the forward
+        deltas = _check_deltas(lm, deltas)
 
     def fn(_site: str, h: torch.Tensor, step) -> torch.Tensor:
         d = deltas() if callable(deltas) else deltas
@@ -118,6 +122,16 @@ def row_additions(
         yield
 
 
+def _check_deltas(lm: LanguageModel, deltas: object) -> torch.Tensor:
+    d = as_float_tensor(deltas, "deltas", "row_additions")
+    if d.dim() != 2 or d.shape[1] != lm.d_model:
+        raise InputError(
+            f"The 'deltas' parameter of row_additions must be [batch, d_model={lm.d_model}]. "
+            f"Got {tuple(d.shape)}."
+        )
+    return d
+
+
 def layer_candidates(
     lm: LanguageModel,
     prompts_a: Sequence[Prompt],
@@ -126,8 +140,9 @@ def layer_candidates(
     batch_size: int = 32,
 ) -> torch.Tensor:
     """Difference-in-means candidates [n_layers, n_post_instruction, D] at every ``resid_pre``."""
-    if not prompts_a or not prompts_b:
-        raise InputError("Both prompt sets of a difference in means must be non-empty.")
+    # a string used to be read as a list of one-character prompts
+    prompts_a = prompt_list(prompts_a, "prompts_a", "layer_candidates")
+    prompts_b = prompt_list(prompts_b, "prompts_b", "layer_candidates")
     sites = lm.sites("resid_pre")
     a = get_activations(lm, list(prompts_a), sites, "post_instruction", batch_size=batch_size)
     b = get_activations(lm, list(prompts_b), sites, "post_instruction", batch_size=batch_size)
@@ -136,13 +151,14 @@ def layer_candidates(
 
 def layer_cosines(a: torch.Tensor, b: torch.Tensor, position: int) -> torch.Tensor:
     """Cosine per layer [n_layers] between two candidate tensors at one position (NaN at 0)."""
-    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    a, b = as_float_tensor(a, "a", "layer_cosines"), as_float_tensor(b, "b", "layer_cosines")
     if a.dim() != 3 or a.shape != b.shape:
         raise InputError(
             f"layer_cosines needs two [L, P, D] tensors of one shape. Got {tuple(a.shape)} and "
             f"{tuple(b.shape)}."
         )
-    if not -a.shape[1] <= int(position) < a.shape[1]:
+    position = check_scalar(position, "position", "layer_cosines", kind=int)  # 1.5, "a": raw errors
+    if not -a.shape[1] <= position < a.shape[1]:
         raise InputError(f"position must index {a.shape[1]} positions. Got {position}.")
     x, y = a[:, position].double(), b[:, position].double()
     den = x.norm(dim=-1) * y.norm(dim=-1)
@@ -171,8 +187,8 @@ class RefusalDirection:
         harmless: Sequence[Prompt],
         validation_harmful: Sequence[Prompt],
     ) -> RefusalDirection:
-        if not validation_harmful:
-            raise InputError("RefusalDirection.fit needs validation harmful prompts. Got none.")
+        validation_harmful = prompt_list(validation_harmful, "validation_harmful",
+                                         "RefusalDirection.fit")  # fmt: skip
         self.candidates_ = layer_candidates(lm, harmful, harmless, batch_size=self.batch_size)
         metric = ablation_metric(lm, list(validation_harmful), refusal_score)
         choice = select_direction(
@@ -227,8 +243,8 @@ class HarmGate:
         q = self.benign_rate
         if isinstance(q, bool) or not isinstance(q, int | float) or not 0.0 < float(q) < 1.0:
             raise InputError(f"benign_rate must be in (0, 1). Got {q!r}.")
-        if not harmful_calibration or not benign_calibration:
-            raise InputError("HarmGate.fit needs harmful and benign calibration prompts.")
+        harmful_calibration = prompt_list(harmful_calibration, "harmful_calibration", "HarmGate.fit")
+        benign_calibration = prompt_list(benign_calibration, "benign_calibration", "HarmGate.fit")
         cand = torch.as_tensor(candidates, dtype=torch.float64)
         sites = lm.sites("resid_pre")
         if cand.dim() != 3 or cand.shape[0] != len(sites) or cand.shape[2] != lm.d_model:
@@ -295,7 +311,14 @@ class RowSteering:
         if self.gate is None:
             return rows.clone()
         fn = self.gate.gate if isinstance(self.gate, HarmGate) else self.gate
-        open_ = torch.as_tensor(fn(lm, prompts)).bool().reshape(-1)
+        flags = torch.as_tensor(fn(lm, prompts)).reshape(-1)
+        if flags.dtype != torch.bool and not bool(((flags == 0) | (flags == 1)).all()):
+            # a gate of scores (0.3) used to open every non-zero row
+            raise InputError(
+                f"The gate of a RowSteering must return True/False flags. Got values such as "
+                f"{flags[(flags != 0) & (flags != 1)][0].item()!r}."
+            )
+        open_ = flags.bool()
         if open_.shape[0] != len(prompts):
             raise InputError(
                 f"The gate of a RowSteering returned {open_.shape[0]} flags for {len(prompts)} "
