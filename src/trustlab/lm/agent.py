@@ -92,6 +92,13 @@ class Tool:
             raise InputError(f"A tool name is an identifier. Got {self.name!r}.")
         if not callable(self.fn):
             raise InputError(f"Tool {self.name!r} needs a callable fn.")
+        if not isinstance(self.description, str):  # None used to be shown to the model as null
+            raise InputError(f"Tool {self.name!r} needs a text description. Got {self.description!r:.40}.")
+        if not isinstance(self.parameters, Mapping):  # a list used to raise a raw ValueError
+            raise InputError(
+                f"Tool {self.name!r}: 'parameters' maps argument names to types (or is a JSON "
+                f"schema object). Got {type(self.parameters).__name__}."
+            )
         self.schema()  # checks the parameter types
 
     def schema(self) -> dict[str, Any]:
@@ -239,7 +246,9 @@ def run_agent(
     tool_map = _tool_map(tools)
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise InputError(f"'max_steps' must be a whole number >= 1. Got {max_steps!r}.")
-    if "{}" not in observation_format:
+    if not isinstance(observation_role, str) or not observation_role:
+        raise InputError(f"'observation_role' must be a role name. Got {observation_role!r:.40}.")
+    if not isinstance(observation_format, str) or "{}" not in observation_format:
         raise InputError("'observation_format' must contain {} where the payload goes.")
     if contexts is not None and len(contexts) != len(conversations):
         raise InputError(

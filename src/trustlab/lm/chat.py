@@ -28,6 +28,7 @@ from trustlab.core.errors import (
     MissingDependencyError,
 )
 from trustlab.core.io import write_json_atomic
+from trustlab.core.validation import check_scalar
 from trustlab.lm.interventions import Intervention, intervene
 from trustlab.lm.model import LanguageModel, Prompt, as_conversation
 
@@ -63,15 +64,22 @@ class ChatModel(Protocol):
     ) -> list[str]: ...
 
 
-def _check_common(conversations: Sequence[Prompt], max_new_tokens: int, temperature: float):
+def _check_common(
+    conversations: Sequence[Prompt], max_new_tokens: int, temperature: float, seed: int = 0
+):
+    if not isinstance(conversations, Sequence):  # None and ints used to raise raw TypeErrors
+        raise InputError(
+            f"generate takes a list of conversations (or instructions). Got "
+            f"{type(conversations).__name__}."
+        )
     if isinstance(conversations, str) or (
         len(conversations) > 0 and isinstance(conversations[0], Mapping)
     ):
         raise InputError("generate takes a list of conversations (or instructions), not one.")
-    if int(max_new_tokens) < 1:
-        raise InputError(f"max_new_tokens must be >= 1. Got {max_new_tokens}.")
-    if not float(temperature) >= 0.0:
-        raise InputError(f"temperature must be >= 0. Got {temperature}.")
+    # 2.5 tokens used to mean 2, "abc" and None raised raw errors, an infinite temperature passed
+    check_scalar(max_new_tokens, "max_new_tokens", "generate", kind=int, lo=1)
+    check_scalar(temperature, "temperature", "generate", lo=0.0)
+    check_scalar(seed, "seed", "generate", kind=int)
     return [as_conversation(c) for c in conversations]
 
 
@@ -96,6 +104,10 @@ class HFChatModel:
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"batch_size must be a whole number >= 1. Got {batch_size!r}.")
+        if not isinstance(lm, LanguageModel):  # None used to raise a raw AttributeError
+            raise InputError(
+                f"HFChatModel wraps an lm.LanguageModel (lm.load(...)). Got {type(lm).__name__}."
+            )
         self.lm = lm
         self.batch_size = batch_size
         self.interventions = tuple(interventions)
@@ -121,7 +133,7 @@ class HFChatModel:
         steering: Any = None,
         progress: Callable[..., Any] | None = None,
     ) -> list[str]:
-        convs = _check_common(conversations, max_new_tokens, temperature)
+        convs = _check_common(conversations, max_new_tokens, temperature, seed)
         from trustlab.lm.decoding import generate_rows
 
         with intervene(self.lm, *self.interventions):
@@ -184,7 +196,7 @@ class ScriptedChatModel:
         temperature: float = 0.0,
         seed: int = 0,
     ) -> list[str]:
-        convs = _check_common(conversations, max_new_tokens, temperature)
+        convs = _check_common(conversations, max_new_tokens, temperature, seed)
         self.calls.append(
             {
                 "conversations": convs,
@@ -223,13 +235,21 @@ class OpenAIChatModel:
         max_concurrency: int = 4,
         api_key: str | None = None,
     ) -> None:
+        where = "OpenAIChatModel"
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise InputError(f"The 'base_url' parameter of {where} must be an http(s) URL. "
+                             f"Got {base_url!r:.60}.")  # fmt: skip
+        if not isinstance(model, str) or not model:
+            raise InputError(f"The 'model' parameter of {where} must be a model name. Got {model!r:.60}.")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_concurrency = max_concurrency
+        # a NaN timeout used to pass; max_retries=-1 "failed after 0 attempts" without trying
+        self.timeout = check_scalar(timeout, "timeout", where, lo=0.0, closed="neither")
+        self.max_retries = check_scalar(max_retries, "max_retries", where, kind=int, lo=0)
+        self.backoff = check_scalar(backoff, "backoff", where, lo=0.0)
+        self.max_concurrency = check_scalar(max_concurrency, "max_concurrency", where, kind=int,
+                                            lo=1)  # fmt: skip
         self.api_key = api_key
         self.name = f"openai:{self.base_url}#{model}"
         self.n_requests = 0  # HTTP requests actually sent (cache hits send none)
@@ -268,7 +288,7 @@ class OpenAIChatModel:
         temperature: float = 0.0,
         seed: int = 0,
     ) -> list[str]:
-        convs = _check_common(conversations, max_new_tokens, temperature)
+        convs = _check_common(conversations, max_new_tokens, temperature, seed)
         try:
             import httpx
         except ImportError as exc:
