@@ -290,16 +290,17 @@ class HFVisionTower:
         return fn
 
     def __call__(self, images: Sequence[Any]) -> list[torch.Tensor]:
+        features = self._features_fn()  # first: a model without it raised a raw AttributeError
         image_processor = getattr(self.processor, "image_processor", self.processor)
         pixels = image_processor(images=list(images), return_tensors="pt")["pixel_values"]
         param = next(self.model.parameters())
         pixels = pixels.to(device=param.device, dtype=param.dtype)
-        config = self.model.config
+        config = getattr(self.model, "config", None)
         kwargs: dict[str, Any] = {}
         for key in ("vision_feature_layer", "vision_feature_select_strategy"):
             if getattr(config, key, None) is not None:
                 kwargs[key] = getattr(config, key)
-        out = self._features_fn()(pixel_values=pixels, **kwargs)
+        out = features(pixel_values=pixels, **kwargs)
         feats = getattr(out, "pooler_output", out)
         if isinstance(feats, torch.Tensor):
             feats = list(feats) if feats.dim() == 3 else [feats]
