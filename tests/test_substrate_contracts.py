@@ -47,9 +47,7 @@ PACKAGES = [*SUBSTRATE_TEST_FOLDERS, *_dataset_modules()]
 
 #: Packages whose property tests are not complete yet (issue 38), with what was missing when
 #: this list was written; the test xfails for these with the names still missing.
-PENDING_SUBSTRATE_PROPERTY_TESTS: dict[str, str] = {
-    "lm": "78 of 109 (model-free functions covered; the model-bound half is left)",
-}
+PENDING_SUBSTRATE_PROPERTY_TESTS: dict[str, str] = {}
 
 
 def _folders(package: str) -> tuple[str, ...]:
