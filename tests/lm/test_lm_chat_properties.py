@@ -20,6 +20,7 @@ from lm_testkit import WORDS
 
 from trustlab import lm
 from trustlab.core.errors import InputError
+from trustlab.core.runtime import torch_runtime
 from trustlab.datasets.prompt_sets import PromptSet
 from trustlab.lm import (
     AddVector,
@@ -59,6 +60,13 @@ FEW = settings(
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """The tiny model runs fastest on one torch thread; two spin-wait on a loaded machine."""
+    with torch_runtime(threads=1):
+        yield
 words = st.lists(st.sampled_from(WORDS[:40]), min_size=1, max_size=5).map(" ".join)
 prompt_lists = st.lists(words, min_size=1, max_size=3)
 

@@ -16,6 +16,7 @@ from lm_testkit import WORDS, make_tokenizer
 
 from trustlab import lm
 from trustlab.core.errors import DataError, InputError
+from trustlab.core.runtime import torch_runtime
 from trustlab.datasets.prompt_sets import PromptSet
 from trustlab.lm import HFVisionTower, RenderedText, VisionLanguageModel, image_part
 from trustlab.vision import as_array, image_sha256, neutral_image
@@ -26,6 +27,13 @@ FEW = settings(
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """The tiny model runs fastest on one torch thread; two spin-wait on a loaded machine."""
+    with torch_runtime(threads=1):
+        yield
 IMAGE = "<|system|>"  # a special token of the test kit, rendered for every image part
 TEMPLATE = (
     "<bos>{% for m in messages %}<|{{ m['role'] }}|> {% if m['content'] is string %}"

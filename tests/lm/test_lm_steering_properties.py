@@ -18,6 +18,7 @@ from lm_testkit import WORDS
 
 from trustlab import lm
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.runtime import torch_runtime
 from trustlab.lm import (
     AblateDirection,
     AddVector,
@@ -54,6 +55,13 @@ FEW = settings(
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """The tiny model runs fastest on one torch thread; two spin-wait on a loaded machine."""
+    with torch_runtime(threads=1):
+        yield
 words = st.lists(st.sampled_from(WORDS[:40]), min_size=1, max_size=5).map(" ".join)
 prompt_lists = st.lists(words, min_size=1, max_size=3)
 sites = st.sampled_from(["embed", "blocks.0.resid_pre", "blocks.1.resid_post", "blocks.2.attn_out",
