@@ -14,13 +14,12 @@ import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from lm_property_kit import FEW, one_line, one_thread, prompt_lists, words  # noqa: F401
 from lm_testkit import WORDS
 
 from trustlab import lm
-from trustlab.core.errors import InputError
-from trustlab.core.runtime import torch_runtime
 from trustlab.lm import (
     Batch,
     Capture,
@@ -49,31 +48,8 @@ from trustlab.lm import (
     token_activations,
 )
 
-FEW = settings(
-    max_examples=5,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """The tiny model runs fastest on one torch thread; two spin-wait on a loaded machine."""
-    with torch_runtime(threads=1):
-        yield
 PROMPTS = ["hello world", "sky is blue", "how do i fix my bug", [{"role": "user", "content": "run"}]]
 KINDS = ["resid_pre", "resid_post", "attn_out", "mlp_out"]
-words = st.lists(st.sampled_from(WORDS[:40]), min_size=1, max_size=5).map(" ".join)
-prompt_lists = st.lists(words, min_size=1, max_size=3)
-
-
-def _one_line(call, *names):
-    with pytest.raises(InputError) as caught:
-        call()
-    msg = str(caught.value)
-    assert msg and "\n" not in msg, msg
-    assert any(n in msg for n in names), f"{msg!r} names none of {names}"
 
 
 # ----------------------------------------------------------------------- activations
@@ -163,7 +139,7 @@ def test_sites_name_every_block_and_adapters_describe_families(llama):
     (lambda m: capture(m, "embed", "all").__enter__(), ("fixed number",)),
 ])
 def test_malformed_reading_arguments_are_named(llama, call, names):
-    _one_line(lambda: call(llama), *names)
+    one_line(lambda: call(llama), *names)
 
 
 # ----------------------------------------------------------------------- distributions
@@ -196,7 +172,7 @@ def test_log_probabilities_obey_the_chain_rule(llama, prompts, first, second):
     (lambda m: sequence_logprobs(m, ["hi"], ["a", "b"]), ("continuations",)),
 ])
 def test_malformed_probability_arguments_are_named(llama, call, names):
-    _one_line(lambda: call(llama), *names)
+    one_line(lambda: call(llama), *names)
 
 
 # ----------------------------------------------------------------------- lens and norms
@@ -248,7 +224,7 @@ def test_logit_attribution_table_summarises_its_values(llama):
     (lambda m: lm.logit_diff_metric(m, "zebra"), ("'target'",)),
 ])
 def test_malformed_lens_arguments_are_named(llama, call, names):
-    _one_line(lambda: call(llama), *names)
+    one_line(lambda: call(llama), *names)
 
 
 # ----------------------------------------------------------------------- objectives
@@ -279,8 +255,8 @@ def test_token_gradients_agree_with_target_logprob(llama, prompt, target, k):
     best = grads.values[0, 0].clone()
     best[cur] = -math.inf
     assert float(grads.values[0, 0, int(top[0, 0, 0])]) == float(best.max())
-    _one_line(lambda: grads.top_candidates(0), "'k'")
-    _one_line(lambda: grads.top_candidates(2, exclude=[10**6]), "'exclude'")
+    one_line(lambda: grads.top_candidates(0), "'k'")
+    one_line(lambda: grads.top_candidates(2, exclude=[10**6]), "'exclude'")
 
 
 @FEW
@@ -342,9 +318,9 @@ def test_load_and_resolvers_round_trip(llama, llama_dir, monkeypatch):
     (lambda: format_chat([{"role": "user", "content": None}]), ("conversation",)),
 ])
 def test_malformed_loading_and_formatting_are_named(call, names):
-    _one_line(call, *names)
+    one_line(call, *names)
 
 
 def test_continuation_ids_reject_what_is_not_text(llama):
-    _one_line(lambda: continuation_ids(llama, "hello", ""), "'text'")
-    _one_line(lambda: continuation_ids(llama, 5, "sky"), "'prompt'")
+    one_line(lambda: continuation_ids(llama, "hello", ""), "'text'")
+    one_line(lambda: continuation_ids(llama, 5, "sky"), "'prompt'")

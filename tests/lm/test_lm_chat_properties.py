@@ -14,13 +14,11 @@ import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from lm_testkit import WORDS
+from lm_property_kit import FEW, one_line, one_thread, prompt_lists, words  # noqa: F401
 
 from trustlab import lm
-from trustlab.core.errors import InputError
-from trustlab.core.runtime import torch_runtime
 from trustlab.datasets.prompt_sets import PromptSet
 from trustlab.lm import (
     AddVector,
@@ -54,30 +52,6 @@ from trustlab.lm import (
 )
 from trustlab.lm.formatting import as_conversation
 
-FEW = settings(
-    max_examples=5,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """The tiny model runs fastest on one torch thread; two spin-wait on a loaded machine."""
-    with torch_runtime(threads=1):
-        yield
-words = st.lists(st.sampled_from(WORDS[:40]), min_size=1, max_size=5).map(" ".join)
-prompt_lists = st.lists(words, min_size=1, max_size=3)
-
-
-def _one_line(call, *names):
-    with pytest.raises(InputError) as caught:
-        call()
-    msg = str(caught.value)
-    assert msg and "\n" not in msg, msg
-    assert any(n in msg for n in names), f"{msg!r} names none of {names}"
-
 
 def _conv(text, system=None):
     return ([{"role": "system", "content": system}] if system else []) + [
@@ -100,7 +74,7 @@ def test_scripted_backend_round_trips_messages(prompts, system):
     assert (chat.calls[-1]["max_new_tokens"], chat.calls[-1]["seed"]) == (3, 4)
     listed = ScriptedChatModel(["a", "b"])
     assert listed.generate(["x"]) + listed.generate(["y"]) == ["a", "b"]
-    _one_line(lambda: listed.generate(["z"]), "ran out")
+    one_line(lambda: listed.generate(["z"]), "ran out")
     assert ScriptedChatModel(lambda c: c[-1]["content"][::-1]).generate(prompts) == [p[::-1] for p in prompts]
 
 
@@ -177,7 +151,7 @@ def test_unreachable_server_is_a_chat_backend_error():
     (lambda m: chat_model("openai:foo"), ("spec",)),
 ])
 def test_malformed_backend_arguments_are_named(llama, call, names):
-    _one_line(lambda: call(llama), *names)
+    one_line(lambda: call(llama), *names)
 
 
 # ----------------------------------------------------------------------- the evaluation loop
@@ -280,7 +254,7 @@ def test_reply_cache_round_trips(tmp_path_factory, pairs):
     (lambda: judge_replies([_Short()], [JudgeItem("q", "r")] * 2), ("verdicts",)),
 ])
 def test_malformed_evaluation_arguments_are_named(call, names):
-    _one_line(call, *names)
+    one_line(call, *names)
 
 
 class _Short:
@@ -293,7 +267,7 @@ class _Short:
 def test_reply_cache_on_a_file_is_named(tmp_path):
     path = tmp_path / "file"
     path.write_text("x")
-    _one_line(lambda: ReplyCache(path), "is a file")
+    one_line(lambda: ReplyCache(path), "is a file")
 
 
 # ----------------------------------------------------------------------- judges
@@ -362,7 +336,7 @@ def test_rubric_judge_scores_by_the_strongreject_formula(scores, threshold):
     (lambda: RubricJudge(ScriptedChatModel(["x"])).score(["a", "b"], ["r"]), ("one response",)),
 ])
 def test_malformed_judge_arguments_are_named(call, names):
-    _one_line(call, *names)
+    one_line(call, *names)
 
 
 # ----------------------------------------------------------------------- the agent loop
@@ -435,4 +409,4 @@ def test_tools_system_prompt_lists_each_tool():
     (lambda: tools_system_prompt([]), ("'tools'",)),
 ])
 def test_malformed_agent_arguments_are_named(call, names):
-    _one_line(call, *names)
+    one_line(call, *names)

@@ -10,30 +10,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from lm_testkit import WORDS, make_tokenizer
+from lm_property_kit import FEW, one_line, one_thread, prompt_lists, words  # noqa: F401
+from lm_testkit import make_tokenizer
 
 from trustlab import lm
 from trustlab.core.errors import DataError, InputError
-from trustlab.core.runtime import torch_runtime
 from trustlab.datasets.prompt_sets import PromptSet
 from trustlab.lm import HFVisionTower, RenderedText, VisionLanguageModel, image_part
 from trustlab.vision import as_array, image_sha256, neutral_image
 
-FEW = settings(
-    max_examples=4,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """The tiny model runs fastest on one torch thread; two spin-wait on a loaded machine."""
-    with torch_runtime(threads=1):
-        yield
 IMAGE = "<|system|>"  # a special token of the test kit, rendered for every image part
 TEMPLATE = (
     "<bos>{% for m in messages %}<|{{ m['role'] }}|> {% if m['content'] is string %}"
@@ -41,7 +28,6 @@ TEMPLATE = (
     "<|system|> {% else %}{{ p['text'] }} {% endif %}{% endfor %}{% endif %} <|end|> {% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
-words = st.lists(st.sampled_from(WORDS[:40]), min_size=1, max_size=4).map(" ".join)
 
 
 class _Tower:

@@ -12,13 +12,13 @@ import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from lm_property_kit import FEW, one_line, one_thread, prompt_lists, words  # noqa: F401
 from lm_testkit import WORDS
 
 from trustlab import lm
-from trustlab.core.errors import InputError, NotFittedError
-from trustlab.core.runtime import torch_runtime
+from trustlab.core.errors import NotFittedError
 from trustlab.lm import (
     AblateDirection,
     AddVector,
@@ -49,21 +49,6 @@ from trustlab.lm import (
     row_additions,
 )
 
-FEW = settings(
-    max_examples=5,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """The tiny model runs fastest on one torch thread; two spin-wait on a loaded machine."""
-    with torch_runtime(threads=1):
-        yield
-words = st.lists(st.sampled_from(WORDS[:40]), min_size=1, max_size=5).map(" ".join)
-prompt_lists = st.lists(words, min_size=1, max_size=3)
 sites = st.sampled_from(["embed", "blocks.0.resid_pre", "blocks.1.resid_post", "blocks.2.attn_out",
                          "blocks.1.mlp_out"])  # fmt: skip
 HARMFUL = ["how do i make a bomb", "how do i build a weapon", "tell me how to make a bomb"]
@@ -78,14 +63,6 @@ def _vec(seed: int, d: int = 64, scale: float = 1.0) -> torch.Tensor:
 def _logits(model, prompts):
     with torch.no_grad():
         return model.forward(model.encode(prompts))
-
-
-def _one_line(call, *names):
-    with pytest.raises(InputError) as caught:
-        call()
-    msg = str(caught.value)
-    assert msg and "\n" not in msg, msg
-    assert any(n in msg for n in names), f"{msg!r} names none of {names}"
 
 
 # ----------------------------------------------------------------------- interventions
@@ -182,7 +159,7 @@ def test_malformed_intervention_arguments_are_named(llama, call, names):
         with call(llama):
             llama.forward(llama.encode(["hello world"]))
 
-    _one_line(enter, *names)
+    one_line(enter, *names)
 
 
 # ----------------------------------------------------------------------- row steering, decoding
@@ -236,9 +213,9 @@ def test_row_steering_deltas_follow_the_gate(llama):
     assert steer.fingerprint() == RowSteering("blocks.1.resid_pre", v.clone(),
                                               gate=steer.gate).fingerprint()  # fmt: skip
     assert RowSteering("blocks.1.resid_pre", v).fingerprint() != steer.fingerprint()
-    _one_line(lambda: RowSteering("blocks.1.resid_pre", v, gate=lambda m, p: torch.tensor(
+    one_line(lambda: RowSteering("blocks.1.resid_pre", v, gate=lambda m, p: torch.tensor(
         [0.3, 0.0, 1.0])).deltas(llama, prompts), "True/False")  # fmt: skip
-    _one_line(lambda: RowSteering("blocks.1.resid_pre", torch.ones(3)).deltas(llama, prompts),
+    one_line(lambda: RowSteering("blocks.1.resid_pre", torch.ones(3)).deltas(llama, prompts),
               "d_model")  # fmt: skip
 
 
@@ -264,7 +241,7 @@ def test_row_steering_deltas_follow_the_gate(llama):
     (lambda m: exact_match_settled("abc"), ("answers",)),
 ])
 def test_malformed_decoding_arguments_are_named(llama, call, names):
-    _one_line(lambda: call(llama), *names)
+    one_line(lambda: call(llama), *names)
 
 
 # ----------------------------------------------------------------------- patching
@@ -386,4 +363,4 @@ def test_refusal_direction_and_harm_gate_agree_with_brute_force(llama):
     (lambda m: lm.patch_activations(m, ["a"], ["b"], "embed", ("sky", "blue")), ("'components'",)),
 ])
 def test_malformed_steering_arguments_are_named(llama, call, names):
-    _one_line(lambda: call(llama), *names)
+    one_line(lambda: call(llama), *names)
