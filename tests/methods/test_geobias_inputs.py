@@ -335,6 +335,42 @@ CASES = [
                                   Mutation("lat 100", lambda v, r: (("a", 100.0, 2.0),)),
                                   Mutation("lists", lambda v, r: [list(s) for s in v], same=True)))}),
 ]
+WB = api.world_benchmark(WORLD, 2, seed=0)
+WB_PRED = np.column_stack([_rng.uniform(-50, 60, len(WB)), _rng.uniform(-120, 150, len(WB))])
+_cents, _conts = WORLD.region_centroids(), WORLD.region_continents()
+GROUP_REGIONS = {str(g): (tuple(_cents[g]), _conts[g]) for g in range(WORLD.n_groups)}
+
+
+def _analyse(predictions, benchmark, group_regions, reference_group, definition, n_resamples,
+             rng):
+    res = api.analyse_insertions(predictions, benchmark, group_regions,
+                                 reference_group=reference_group, definition=definition,
+                                 n_resamples=n_resamples, rng=rng)
+    return res.popi, res.accuracy, res.drops, res.continents
+
+
+REGIONS_K = Kind("group_regions", (
+    Mutation("None", lambda v, r: None), Mutation("empty", lambda v, r: {}),
+    Mutation("a group missing", lambda v, r: {k: x for k, x in v.items() if k != "0"}),
+    Mutation("bad spec", lambda v, r: {**v, "0": "europe"}),
+    Mutation("lat 100", lambda v, r: {**v, "0": ((100.0, 0.0), "EU")}),
+))
+
+CASES += [
+    Case("analyse_insertions", _analyse,
+         {"predictions": WB_PRED, "benchmark": WB, "group_regions": GROUP_REGIONS,
+          "reference_group": "neutral", "definition": "country", "n_resamples": 50, "rng": 0},
+         {"predictions": COORDS_K.extend(Mutation("one short", lambda x, r: np.asarray(x)[:-1])),
+          "benchmark": OBJECT, "group_regions": REGIONS_K,
+          "reference_group": Kind("ref", (Mutation("unknown", lambda v, r: "martian"),)),
+          "definition": CHOICE(), "n_resamples": INT(lo=2), "rng": RNG}),
+    Case("world_benchmark", lambda world, n_backgrounds, seed, scale: [
+        r["image_sha256"] for r in api.world_benchmark(world, n_backgrounds, seed=seed,
+                                                       scale=scale).rows],
+         {"world": WORLD, "n_backgrounds": 1, "seed": 0, "scale": 0.5},
+         {"world": OBJECT, "n_backgrounds": INT(lo=1), "seed": SEED,
+          "scale": scalar("scale", 0.0, -1.0, 5.0)}),
+]
 CASES = [c for c in CASES if c.kinds]  # load_* are tested on files below
 
 test_every_corruption_once, test_malformed_input = malformed_input_tests(CASES)
@@ -344,7 +380,7 @@ def test_every_public_callable_has_a_case():
     covered = {c.name.split(".")[0] for c in CASES}
     constants = {"CONTINENTS", "CONTINENT_OF_COUNTRY", "DEFAULT_LLM_PROMPT", "DEFAULT_REGIONS",
                  "DEFAULT_THRESHOLDS_KM", "EARTH_RADIUS_KM", "NEUTRAL_GROUP", "TRANSCONTINENTAL"}
-    results = {"POPI", "AccuracyDrop", "Scene", "TrainingSet", "Benchmark"}  # returned, not built
+    results = {"POPI", "AccuracyDrop", "Scene", "TrainingSet", "Benchmark", "InsertionAnalysis"}  # returned, not built
     files = {"load_backgrounds", "load_subjects"}  # tested on files below
     missing = set(api.__all__) - covered - constants - results - files
     assert not missing, f"no malformed-input case for {sorted(missing)}"

@@ -49,6 +49,7 @@ from trustlab.methods.geobias.models import (
     as_image_batch,
     parse_coordinates,
 )
+from trustlab.methods.geobias.study import InsertionAnalysis, analyse_insertions, world_benchmark
 from trustlab.methods.geobias.world import (
     DEFAULT_REGIONS,
     NEUTRAL_GROUP,
@@ -77,6 +78,7 @@ __all__ = [
     "CallableGeolocator",
     "CellGeolocator",
     "CounterfactualBuilder",
+    "InsertionAnalysis",
     "LLMGeolocator",
     "Region",
     "Scene",
@@ -85,6 +87,7 @@ __all__ = [
     "TrainingSet",
     "accuracy_at",
     "accuracy_drop",
+    "analyse_insertions",
     "as_coordinates",
     "as_image_batch",
     "as_predictions",
@@ -103,4 +106,5 @@ __all__ = [
     "render_subject",
     "rgba_sha256",
     "training_set",
+    "world_benchmark",
 ]

@@ -102,13 +102,14 @@ _PALETTES = (
 )
 _LANDMARKS = ("star", "cross", "ring", "diamond", "tower", "arch")
 _SITE_COLOURS = ((255, 230, 0), (255, 0, 200), (0, 230, 255))
-_GROUP_STYLES = (  # (colour a, colour b, motif)
-    ((200, 30, 30), (250, 250, 250), "hstripes"),
-    ((30, 30, 200), (250, 220, 0), "vstripes"),
-    ((20, 140, 20), (250, 250, 250), "dots"),
-    ((120, 30, 150), (250, 160, 0), "checks"),
-    ((0, 160, 170), (20, 20, 20), "diagonal"),
-    ((230, 110, 0), (30, 30, 30), "zigzag"),
+_GROUP_STYLES = (  # (colour a, colour b, motif): saturated colours far from every palette,
+    # accent and landmark colour (and their blends), so no group looks like a region's cue
+    ((0, 0, 255), (0, 0, 0), "hstripes"),
+    ((0, 255, 0), (0, 0, 0), "vstripes"),
+    ((180, 60, 255), (0, 0, 0), "dots"),
+    ((255, 0, 0), (0, 0, 0), "checks"),
+    ((120, 255, 60), (0, 0, 0), "diagonal"),
+    ((180, 0, 120), (0, 0, 0), "zigzag"),
 )
 
 
