@@ -455,12 +455,14 @@ def make_backend(name: str = "local", address: str | None = None, *,
 # ----------------------------------------------------------------------------- running a sweep
 def run_sweep(sweep: Sweep, *, backend: LocalBackend | RayBackend | None = None,
               store: UnitStore | str | os.PathLike[str] | None = None,
-              progress: Callable[..., Iterable[Any]] | None = None) -> SweepResult:
+              progress: Callable[..., Iterable[Any]] | None = None,
+              on_result: Callable[[str, Any], None] | None = None) -> SweepResult:
     """Run the units of ``sweep`` not already in ``store`` on ``backend`` (default local).
 
-    Each finished unit is saved to the store the moment its result arrives. ``progress`` wraps
-    the stream of outcomes (``RunContext.progress``: a bar advancing as results come back).
-    Failed units are in the result's ``failed``; call ``raise_failed()`` to stop on them.
+    Each finished unit is saved to the store the moment its result arrives, then passed to
+    ``on_result(key, value)`` (resumed units first, in declared order; then as they finish).
+    ``progress`` wraps the stream of outcomes (``RunContext.progress``: a bar advancing as
+    results come back). Failed units are in the result's ``failed``; ``raise_failed()`` stops.
     """
     if not isinstance(sweep, Sweep):
         raise InputError(f"The 'sweep' parameter of run_sweep must be a Sweep. Got {sweep!r}.")
@@ -472,6 +474,8 @@ def run_sweep(sweep: Sweep, *, backend: LocalBackend | RayBackend | None = None,
         store = UnitStore(store)
     if progress is not None and not callable(progress):
         raise InputError("The 'progress' parameter of run_sweep must be callable or None.")
+    if on_result is not None and not callable(on_result):
+        raise InputError("The 'on_result' parameter of run_sweep must be callable or None.")
     done: dict[str, Any] = {}
     resumed: list[str] = []
     todo: list[WorkUnit] = []
@@ -482,6 +486,9 @@ def run_sweep(sweep: Sweep, *, backend: LocalBackend | RayBackend | None = None,
             resumed.append(unit.key)
         else:
             todo.append(unit)
+    if on_result is not None:
+        for key in resumed:
+            on_result(key, done[key])
     by_key = {u.key: u for u in todo}
     failed: dict[str, str] = {}
     seconds: dict[str, float] = {}
@@ -494,6 +501,8 @@ def run_sweep(sweep: Sweep, *, backend: LocalBackend | RayBackend | None = None,
             done[outcome.key] = outcome.value
             if store is not None:
                 store.save(sweep, by_key[outcome.key], outcome.value)
+            if on_result is not None:
+                on_result(outcome.key, outcome.value)
         else:
             failed[outcome.key] = f"{outcome.error} (after {outcome.attempts} attempt(s))"
     ordered = {u.key: done[u.key] for u in sweep.units if u.key in done}

@@ -61,12 +61,26 @@ def verify(
                                                     "result file + sidecar per instance.")] = None,
     probabilistic_unsat: Annotated[bool, typer.Option("--probabilistic-unsat",
                                                       help=_PROB_HELP)] = False,
+    backend: Annotated[str, typer.Option("--backend", help="With --benchmark: run the instances "
+                                         "'local'ly (one after the other) or as 'ray' tasks "
+                                         "(docs/scale.md).")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", envvar="RAY_ADDRESS",
+                                                    help="With --backend ray: the cluster "
+                                                    "(host:port, ray://host:port, 'auto'); "
+                                                    "default: a local Ray.")] = None,
+    cpus_per_instance: Annotated[float, typer.Option("--cpus-per-instance", help="With "
+                                                     "--backend ray: CPUs each instance "
+                                                     "requests.")] = 1.0,
 ) -> None:
-    """Print sat + witness / unsat (sound proof) / unknown, with what the verdict guarantees."""
+    """Print sat + witness / unsat (sound proof) / unknown, with what the verdict guarantees.
+
+    With --benchmark and --result-dir, finished instances are recorded in RESULT_DIR/.units;
+    re-running the same command skips them (resume after a killed run).
+    """
     import numpy as np
 
     from trustlab.core.runtime import torch_runtime
-    from trustlab.datasets.onnx_nets import OnnxNetwork, load_instances
+    from trustlab.datasets.onnx_nets import OnnxNetwork
     from trustlab.datasets.vnnlib import load_vnnlib
     from trustlab.methods.flowreach.verifier import VerifySettings, verify_instance
 
@@ -79,35 +93,15 @@ def verify(
                           **{k: v for k, v in given.items() if v is not None})
     if benchmark is None and (net is None or prop is None):
         raise InputError("Give NET.onnx and PROP.vnnlib, or --benchmark DIR.")
+    if backend == "local":
+        ray_address = None  # RAY_ADDRESS only matters with --backend ray
+    if benchmark is not None:
+        _verify_benchmark(benchmark, base, seed, result_file, result_dir, probabilistic_unsat,
+                          backend, ray_address, cpus_per_instance)
+        return
+    if backend != "local":
+        raise InputError("--backend ray needs --benchmark DIR (one instance runs here).")
     with torch_runtime(threads=1):  # small networks: one thread is fastest; restored after
-        if benchmark is not None:
-            instances = load_instances(benchmark)
-            if result_dir is not None:
-                result_dir.mkdir(parents=True, exist_ok=True)
-            rows = []
-            nets: dict[Path, OnnxNetwork] = {}
-            for inst in instances:
-                network = nets.setdefault(inst.onnx, OnnxNetwork(inst.onnx))
-                s = base.model_copy(update={"timeout": min(base.timeout, inst.timeout)})
-                spec = load_vnnlib(inst.vnnlib)
-                res = verify_instance(network, spec, s, np.random.default_rng(seed))
-                name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{inst.key[0]}__{inst.key[1]}") + ".txt"
-                out = result_dir / name if result_dir is not None else None
-                written, record = _written(res, network, spec, inst.onnx, inst.vnnlib, out,
-                                           probabilistic_unsat)
-                total = res.seconds["flowreach"]
-                cert = (record or {}).get("certificate") or {}
-                rows.append([inst.key[0], inst.key[1], "flowreach", written,
-                             res.verdicts["flowreach"], res.guarantee(), cert.get("bound", ""),
-                             f"{total:.3f}"])
-                typer.echo(f"{inst.key[0]} {inst.key[1]}: {written} "
-                           f"[{res.verdicts['flowreach']}, {res.guarantee()}] ({total:.2f} s)")
-            buf = io.StringIO()
-            csv.writer(buf).writerows([["onnx", "vnnlib", "tool", "result", "verdict",
-                                        "guarantee", "certificate", "time_s"], *rows])
-            if result_file is not None:
-                write_text_atomic(result_file, buf.getvalue())
-            return
         assert net is not None and prop is not None
         network, spec = OnnxNetwork(net), load_vnnlib(prop)
         res = verify_instance(network, spec, base, np.random.default_rng(seed))
@@ -132,6 +126,86 @@ def verify(
         flag = " (small margin: |m| < 1e-4)" if w["small_margin"] else ""
         typer.echo(f"; witness re-checked on an untouched batch-1 onnxruntime session: "
                    f"margin {w['margin']:.3g}{flag}")
+
+
+def _verify_unit(unit):
+    """One benchmark instance (a Ray task or a local call): the network and property travel as
+    bytes/text, so workers need no shared file system; the seed is the command's --seed, as for
+    a single instance, so an instance's verdict does not depend on the others or on order."""
+    import numpy as np
+
+    from trustlab.core.runtime import torch_runtime
+    from trustlab.datasets.onnx_nets import OnnxNetwork
+    from trustlab.datasets.vnnlib import parse_vnnlib
+    from trustlab.methods.flowreach.verifier import VerifySettings, verify_instance
+
+    p = unit.payload
+    with torch_runtime(threads=1):
+        network = OnnxNetwork(p["onnx"], name=p["onnx_name"])
+        spec = parse_vnnlib(p["vnnlib"], source=p["vnnlib_name"])
+        return verify_instance(network, spec, VerifySettings(**p["settings"]),
+                               np.random.default_rng(unit.seed))
+
+
+def _verify_benchmark(benchmark, base, seed, result_file, result_dir, probabilistic_unsat,
+                      backend, ray_address, cpus_per_instance) -> None:
+    from trustlab.core.runtime import torch_runtime
+    from trustlab.core.units import Sweep, UnitStore, WorkUnit, make_backend, run_sweep
+    from trustlab.datasets.onnx_nets import OnnxNetwork, _load_model_bytes, load_instances
+    from trustlab.datasets.vnnlib import parse_vnnlib, read_text_maybe_gz
+
+    instances = load_instances(benchmark)
+    if isinstance(cpus_per_instance, bool) or not 0 < cpus_per_instance <= 1024:
+        raise InputError(f"--cpus-per-instance must be in (0, 1024]. Got {cpus_per_instance}.")
+    runner = make_backend(backend, ray_address)
+    units, keys = [], {}
+    for inst in instances:
+        s = base.model_copy(update={"timeout": min(base.timeout, inst.timeout)})
+        key = f"{inst.key[0]}__{inst.key[1]}"
+        keys[key] = inst
+        units.append(WorkUnit(key, {"onnx": _load_model_bytes(inst.onnx),
+                                    "onnx_name": inst.onnx.name,
+                                    "vnnlib": read_text_maybe_gz(inst.vnnlib),
+                                    "vnnlib_name": str(inst.vnnlib),
+                                    "settings": s.model_dump()}, seed, cpus_per_instance))
+    sweep = Sweep("flowreach-verify", _verify_unit, tuple(units))
+    by_key = {u.key: u for u in sweep.units}
+    rows: dict[str, list] = {}
+    store = None
+    if result_dir is not None:
+        result_dir.mkdir(parents=True, exist_ok=True)
+        store = UnitStore(result_dir / ".units")
+
+    def write(key, res) -> None:
+        inst, p = keys[key], by_key[key].payload
+        network = OnnxNetwork(p["onnx"], name=p["onnx_name"])
+        spec = parse_vnnlib(p["vnnlib"], source=p["vnnlib_name"])
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", key) + ".txt"
+        out = result_dir / name if result_dir is not None else None
+        written, record = _written(res, network, spec, inst.onnx, inst.vnnlib, out,
+                                   probabilistic_unsat)
+        total = res.seconds["flowreach"]
+        cert = (record or {}).get("certificate") or {}
+        rows[key] = [inst.key[0], inst.key[1], "flowreach", written, res.verdicts["flowreach"],
+                     res.guarantee(), cert.get("bound", ""), f"{total:.3f}"]
+        typer.echo(f"{inst.key[0]} {inst.key[1]}: {written} "
+                   f"[{res.verdicts['flowreach']}, {res.guarantee()}] ({total:.2f} s)")
+
+    try:
+        with torch_runtime(threads=1):  # the witness re-checks run here
+            result = run_sweep(sweep, backend=runner, store=store, on_result=write)
+    finally:
+        runner.close()
+    if result.resumed:
+        typer.echo(f"; {len(result.resumed)} of {len(units)} instance(s) taken from "
+                   f"{store.root if store else ''} (resumed)")
+    buf = io.StringIO()
+    csv.writer(buf).writerows([["onnx", "vnnlib", "tool", "result", "verdict", "guarantee",
+                                "certificate", "time_s"],
+                               *(rows[u.key] for u in sweep.units if u.key in rows)])
+    if result_file is not None:
+        write_text_atomic(result_file, buf.getvalue())
+    result.raise_failed()  # after writing what finished: the failed instances are named
 
 
 def _written(res, network, spec, net_path, prop_path, out, probabilistic_unsat):
