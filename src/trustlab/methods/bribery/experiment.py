@@ -146,6 +146,8 @@ def _analyse(
                 targets=targets,
                 time_limit=config.time_limit,
                 progress=lambda it, r=rule: ctx.progress(it, description=f"{lb.name} {r}"),
+                backend=ctx.backend,  # one work unit per ILP target (issue 36: ray, resume)
+                store=ctx.unit_store(f"bribery-{_slug(lb.name)}-{rule}"),
             )
         results[rule] = prof
         med = prof.median()

@@ -20,6 +20,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -444,9 +445,17 @@ def robustness_all(
     targets: Iterable[int] | None = None,
     time_limit: float = 10.0,
     progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+    backend: Any = None,
+    store: Any = None,
 ) -> RobustnessProfile:
     """Robustness of many targets (default: all). Mean and median are vectorised; the ILP rules
-    solve one program per target (``progress`` wraps that loop, e.g. a progress bar)."""
+    solve one program per target (``progress`` wraps that loop, e.g. a progress bar).
+
+    With a ``backend`` (``trustlab.core.units.make_backend``: 'local' or 'ray') or a ``store``
+    (a ``UnitStore`` or folder) each ILP target is a work unit: run as a Ray task with the ray
+    backend, recorded in the store as it finishes, skipped when already recorded (resume). The
+    programs are the same, so the profile is the same as the plain loop's (times aside).
+    """
     where = "robustness_all"
     check_rule(rule, ALL_RULES)
     s, models, datasets = _scores_and_names(scores, where)
@@ -488,13 +497,39 @@ def robustness_all(
     opt = np.zeros(len(tg), bool)
     times = np.zeros(len(tg))
     sets: list[tuple[int, ...]] = []
-    it = progress(range(len(tg))) if progress else range(len(tg))
-    for i in it:
-        r = _robustness(s, models, datasets, int(tg[i]), rule, model, time_limit, margins)
+    if backend is not None or store is not None:
+        solved = _robustness_units(s, models, datasets, tg, rule, model, time_limit, margins,
+                                   progress, backend, store)
+    else:
+        it = progress(range(len(tg))) if progress else range(len(tg))
+        solved = (_robustness(s, models, datasets, int(tg[i]), rule, model, time_limit, margins)
+                  for i in it)
+    for i, r in enumerate(solved):
         k[i] = np.inf if not r.feasible else (np.nan if r.k is None else r.k)
         lo[i], hi[i], opt[i], times[i] = r.lower_bound, r.upper_bound, r.optimal, r.solve_time
         sets.append(r.dataset_indices)
     return RobustnessProfile(rule, models, datasets, tg, k, lo, hi, opt, tuple(sets), times)
+
+
+def _target_unit(unit: Any) -> BribeResult:
+    """One ILP target (a work unit: a Ray task or a local call)."""
+    return _robustness(*unit.payload)
+
+
+def _robustness_units(s, models, datasets, tg, rule, model, time_limit, margins, progress,
+                      backend, store) -> list[BribeResult]:
+    from trustlab.core.units import LocalBackend, RayBackend, Sweep, WorkUnit, run_sweep
+
+    if not isinstance(backend, LocalBackend | RayBackend | None):
+        raise InputError("The 'backend' parameter of robustness_all must be a backend from "
+                         f"trustlab.core.units.make_backend or None. Got {backend!r}.")
+    units = tuple(WorkUnit(f"{rule}-{models[t]}-{int(t)}", (s, models, datasets, int(t), rule,
+                                                            model, time_limit, margins))
+                  for t in tg)
+    wrap = (lambda stream, **_: progress(stream)) if progress else None
+    sweep = Sweep(f"bribery-{rule}", _target_unit, units)
+    res = run_sweep(sweep, backend=backend, store=store, progress=wrap).raise_failed()
+    return list(res.results.values())
 
 
 # ------------------------------------------------------------------- brute force (the judge)
