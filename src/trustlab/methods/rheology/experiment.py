@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from trustlab.core import ExperimentConfig, Report, RunContext, register
+from trustlab.core import ExperimentConfig, Report, RunContext, Sweep, WorkUnit, register
 from trustlab.core.errors import DataError
 from trustlab.core.figures import new_figure
 from trustlab.core.runtime import Threads, torch_runtime
@@ -263,7 +263,6 @@ def _figures(report: Report, audits: dict[str, Any]) -> None:
 @register("rheology", config=RheologyConfig)
 def run(config: RheologyConfig, ctx: RunContext) -> Report:
     from trustlab.datasets.prompt_sets import organism_steering_splits
-    from trustlab.methods.rheology.audit import audit_model
     from trustlab.organisms import build_chat_corpus
 
     report = ctx.report
@@ -278,23 +277,38 @@ def run(config: RheologyConfig, ctx: RunContext) -> Report:
             )
         else:
             prompts = _public_sets(config, corpus, ctx.seed)
-    audits: dict[str, Any] = {}
-    with torch_runtime(config.threads):
-        for spec in ctx.progress(config.models, description="models"):
-            with ctx.stage(f"load {spec}"):
-                model, label = _load(spec, config, ctx)
-            with ctx.stage(f"audit {spec}"):
-                audits[label] = audit_model(
-                    model,
-                    prompts,
-                    settings,
-                    ctx.torch_generator(f"placebo:{label}"),
-                    ctx.child_rng(f"bootstrap:{label}"),
-                )
+    # One work unit per model of the family (issue 36): a Ray task with --backend ray, recorded
+    # in the run directory as it finishes; the seeds are the per-model streams used before.
+    payloads = {
+        spec: (spec, config, prompts, settings,
+               int(ctx.child_rng(f"placebo:{_short(spec)}").integers(0, 2**62)),
+               ctx.child_rng(f"bootstrap:{_short(spec)}"))
+        for spec in config.models
+    }
+    cpus = config.threads if isinstance(config.threads, int) and config.threads > 0 else 1
+    sweep = Sweep("rheology-models", _audit_unit,
+                  tuple(WorkUnit(spec, p, 0, cpus) for spec, p in payloads.items()))
+    with ctx.stage("audit models"):
+        results = ctx.run_sweep(sweep)
+    audits: dict[str, Any] = {_short(spec): results[spec] for spec in config.models}
 
     with ctx.stage("report"):
         _report(report, config, audits)
     return report
+
+
+def _audit_unit(unit: WorkUnit) -> Any:
+    """Load and audit one model of the family (a work unit: a Ray task or a local call)."""
+    import torch
+
+    from trustlab.methods.rheology.audit import audit_model
+
+    spec, config, prompts, settings, torch_seed, rng = unit.payload
+    with torch_runtime(config.threads):
+        model, _ = _load(spec, config, None)
+        generator = torch.Generator()
+        generator.manual_seed(torch_seed)  # = RunContext.torch_generator(f"placebo:{label}")
+        return audit_model(model, prompts, settings, generator, rng)
 
 
 def _scalars(row: dict[str, Any]) -> dict[str, Any]:
