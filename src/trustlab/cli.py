@@ -118,12 +118,10 @@ def run(
 def _run_all(*, quick: bool, full: bool, seed: int, out: Path | None, runs: Path,
              quiet: bool, backend: str = "local", ray_address: str | None = None) -> None:
     """Every implemented method, shortest first: the plan up front, then i of N with times."""
-    import time
-
     from trustlab.core.config import resolve_config
-    from trustlab.core.plan import format_duration, format_plan, plan_run
+    from trustlab.core.plan import format_plan, plan_run
     from trustlab.core.registry import get_experiment, implemented_ids
-    from trustlab.core.runner import default_out_dir, run_experiment
+    from trustlab.core.units import make_backend
 
     configs, failures = {}, []
     for method_id in implemented_ids():
@@ -136,6 +134,22 @@ def _run_all(*, quick: bool, full: bool, seed: int, out: Path | None, runs: Path
             typer.echo(f"error: {method_id}: {exc}", err=True)
     plan = plan_run(configs, quick=quick, runs_root=runs)
     typer.echo(format_plan(plan))
+    shared = make_backend(backend, ray_address)  # one Ray for every method, not one each
+    try:
+        _run_plan(plan, configs, failures, quick=quick, full=full, seed=seed, out=out,
+                  runs=runs, quiet=quiet, backend=shared)
+    finally:
+        shared.close()
+
+
+def _run_plan(plan, configs, failures, *, quick, full, seed, out, runs, quiet,  # type: ignore[no-untyped-def]
+              backend) -> None:
+    """Run the planned methods one after the other on one backend."""
+    import time
+
+    from trustlab.core.plan import format_duration
+    from trustlab.core.runner import default_out_dir, run_experiment
+
     start = time.perf_counter()
     for i, item in enumerate(plan, 1):
         method_id = item.method_id
@@ -146,8 +160,7 @@ def _run_all(*, quick: bool, full: bool, seed: int, out: Path | None, runs: Path
         began = time.perf_counter()
         try:
             result = run_experiment(method_id, quick=quick, full=full, seed=seed,
-                                    out_dir=target, quiet=quiet, backend=backend,
-                                    ray_address=ray_address)
+                                    out_dir=target, quiet=quiet, backend=backend)
         except TrustlabError as exc:
             failures.append(method_id)
             typer.echo(f"error: {method_id}: {exc}", err=True)

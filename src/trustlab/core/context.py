@@ -59,6 +59,16 @@ class RunContext:
             self.backend = LocalBackend()
 
     # -- work units ----------------------------------------------------------------
+    def unit_store(self, name: str) -> Any:
+        """The :class:`~trustlab.core.units.UnitStore` of sweep ``name`` in this run's
+        directory (``<out_dir>/units/<name>``): finished units recorded there are skipped by a
+        re-run into the same directory."""
+        import re
+
+        from trustlab.core.units import UnitStore
+
+        return UnitStore(self.out_dir / "units" / re.sub(r"[^A-Za-z0-9_.-]", "_", name))
+
     def run_sweep(self, sweep: Any) -> Any:
         """Run a :class:`~trustlab.core.units.Sweep` on this run's backend, resumably.
 
@@ -67,19 +77,16 @@ class RunContext:
         :class:`~trustlab.core.units.UnitsFailedError` (the completed ones stay recorded).
         Returns ``sweep.merge(results)``, or the results (key -> value, in declared order).
         """
-        import re
+        from trustlab.core.units import run_sweep
 
-        from trustlab.core.units import UnitStore, run_sweep
-
-        slug = re.sub(r"[^A-Za-z0-9_.-]", "_", sweep.name)
-        result = run_sweep(sweep, backend=self.backend,
-                           store=UnitStore(self.out_dir / "units" / slug), progress=self.progress)
+        store = self.unit_store(sweep.name)
+        result = run_sweep(sweep, backend=self.backend, store=store, progress=self.progress)
         record = self.report.provenance.setdefault("sweeps", {})
         record[sweep.name] = {"backend": result.backend, "units": len(sweep.units),
                               "resumed": len(result.resumed), "failed": len(result.failed)}
         if result.resumed:
             self.log.info("sweep %s: %d of %d units taken from %s", sweep.name,
-                          len(result.resumed), len(sweep.units), self.out_dir / "units" / slug)
+                          len(result.resumed), len(sweep.units), store.root)
         result.raise_failed()
         return sweep.merge(result.results) if sweep.merge is not None else result.results
 

@@ -85,14 +85,15 @@ def run_experiment(
     out_dir: str | os.PathLike[str] | None = None,
     quiet: bool = True,
     full: bool = False,
-    backend: str = "local",
+    backend: Any = "local",
     ray_address: str | None = None,
 ) -> RunResult:
     """Run the experiment of ``method_id`` and write its report under ``out_dir``.
 
     Everything a user gives is checked before the experiment starts: the method id, the config
     (keys, values, paths), the seed, the output directory and the backend (``local``, or ``ray``
-    with an optional ``ray_address``; see ``trustlab.core.units``). Sweeps record their finished
+    with an optional ``ray_address``; see ``trustlab.core.units``; or a backend object, which the
+    caller keeps and closes, e.g. one Ray for many runs). Sweeps record their finished
     units under ``out_dir/units``: re-running into the same ``out_dir`` skips them.
     """
     experiment = get_experiment(method_id)
@@ -108,7 +109,10 @@ def run_experiment(
     out = check_out_dir(out_dir if out_dir is not None else default_out_dir(method_id))
     from trustlab.core.units import make_backend
 
-    runner_backend = make_backend(backend, ray_address)
+    given = not isinstance(backend, str)
+    if given and not hasattr(backend, "imap"):
+        raise InputError(f"backend must be 'local', 'ray' or a backend object. Got {backend!r}.")
+    runner_backend = backend if given else make_backend(backend, ray_address)
     report = Report(method_id, title=experiment.info.title)
     report.config = config.model_dump(mode="json")
     report.provenance = collect_provenance(seed, quick)
@@ -129,7 +133,8 @@ def run_experiment(
         _write_failure(out, method_id, exc, ctx, report, time.perf_counter() - start)
         raise
     finally:
-        runner_backend.close()
+        if not given:
+            runner_backend.close()
     result.provenance.update(report.provenance)
     result.provenance["stages"] = dict(ctx.stages)
     result.provenance["wall_time_s"] = time.perf_counter() - start
