@@ -35,8 +35,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """A local 2-CPU Ray for the module (this backend owns it and shuts it down)."""
+def cluster(organism_home):
+    """A local 2-CPU Ray for the module (this backend owns it and shuts it down). Started after
+    TRUSTLAB_HOME is set (organism_home), so its workers find the session's organisms."""
     saved = os.environ.pop("RAY_ADDRESS", None)
     backend = RayBackend(num_cpus=2, retries=2)
     try:
@@ -191,3 +192,132 @@ def test_make_backend_joins_the_running_ray(cluster):
     joined = make_backend("ray")  # ray is initialised in this process: joined, not owned
     joined.close()
     assert ray.is_initialized()
+
+
+# ------------------------------------------------------------------ opted-in methods (acceptance)
+VNNCOMP = Path(os.environ.get("TRUSTLAB_SHARED_DATA", REPO.parent / "shared" / "data")) / "vnncomp"
+
+
+def _report_metrics(out: Path) -> dict:
+    import json
+
+    return {k: v["value"] for k, v in json.loads((out / "report.json").read_text())["metrics"]
+            .items()}
+
+
+@pytest.mark.acceptance
+@pytest.mark.parametrize("method", ["bribery", "rheology"])
+def test_opted_in_quick_configs_identical_on_local_and_ray(method, cluster, tmp_path, request):
+    """The quick config's metrics (headline and all others) are identical on both backends, and
+    the ray run did run its sweep on Ray."""
+    import json
+
+    from trustlab.core.runner import run_experiment
+
+    if method == "rheology":
+        request.getfixturevalue("chat_xs")  # built in this session's TRUSTLAB_HOME
+    local = run_experiment(method, quick=True, out_dir=tmp_path / "local")
+    remote = run_experiment(method, quick=True, out_dir=tmp_path / "ray", backend=cluster)
+    a, b = _report_metrics(tmp_path / "local"), _report_metrics(tmp_path / "ray")
+    assert a == b
+    assert local.report.headline and set(local.report.headline) == set(remote.report.headline)
+    prov = json.loads((tmp_path / "ray" / "report.json").read_text())["provenance"]
+    assert prov["backend"] == "ray"
+    assert list((tmp_path / "ray" / "units").iterdir())  # units were recorded
+
+
+@pytest.mark.acceptance
+def test_killed_ray_run_resumes_to_identical_metrics(cluster, tmp_path):
+    """`trustlab run bribery --quick --backend ray`, SIGKILLed once some ILP targets are
+    recorded, then re-run with the same --out: it skips them and its metrics equal a local run's."""
+    from trustlab.core.runner import run_experiment
+
+    run_experiment("bribery", quick=True, out_dir=tmp_path / "local")
+    out = tmp_path / "ray"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env.pop("RAY_ADDRESS", None)
+    cmd = [sys.executable, "-m", "trustlab.cli", "run", "bribery", "--quick", "-q", "--out",
+           str(out), "--backend", "ray", "--ray-address", ray.get_runtime_context().gcs_address]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(list(out.glob("units/*/*.pkl"))) < 20:
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended before it was killed: {proc.stderr.read().decode()}")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    recorded = len(list(out.glob("units/*/*.pkl")))
+    assert recorded >= 20 and not (out / "report.json").exists()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _report_metrics(out) == _report_metrics(tmp_path / "local")
+    assert len(list(out.glob("units/*/*.pkl"))) > recorded
+
+
+@pytest.mark.realdata
+@pytest.mark.acceptance
+def test_flowreach_benchmark_sweep_identical_on_local_and_ray_and_resumes(cluster, tmp_path):
+    """`trustlab verify --benchmark` over ACAS Xu instances whose verdicts are reached inside
+    the budget (two early witnesses, a sound proof, a probabilistic certificate): the CSV
+    (verdict, guarantee, certificate) is the same on local and ray; a ray run killed after its
+    first finished instance resumes from --result-dir to the same CSV."""
+    import csv
+
+    folder = VNNCOMP / "acasxu"
+    if not folder.is_dir():
+        pytest.skip(f"VNN-COMP data not available here: {folder}")
+    picks = [("1_2", "prop_2"), ("1_4", "prop_2"), ("1_2", "prop_1"), ("1_1", "prop_3")]
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "instances.csv").write_text("".join(
+        f"{folder / 'onnx' / f'ACASXU_run2a_{n}_batch_2000.onnx'},{folder / 'vnnlib' / p}.vnnlib,"
+        "116\n" for n, p in picks))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env.pop("RAY_ADDRESS", None)
+    base = [sys.executable, "-m", "trustlab.cli", "verify", "--benchmark", str(bench),
+            "--timeout", "3", "--clock", "process"]
+
+    def table(path: Path) -> list[list[str]]:
+        return [row[:7] for row in csv.reader(path.open())]  # all but the seconds
+
+    local = subprocess.run([*base, "--result-file", str(tmp_path / "local.csv")], env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert local.returncode == 0, local.stderr[-2000:]
+    ray_cmd = [*base, "--backend", "ray", "--ray-address",
+               ray.get_runtime_context().gcs_address, "--result-dir", str(tmp_path / "res"),
+               "--result-file", str(tmp_path / "ray.csv")]
+    proc = subprocess.Popen(ray_cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    units = tmp_path / "res" / ".units"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list(units.glob("*.pkl")):
+        if proc.poll() is not None:
+            break  # finished before the kill: the resume below then takes every instance
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = subprocess.run(ray_cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "(resumed)" in done.stdout
+    rows = table(tmp_path / "ray.csv")
+    assert rows == table(tmp_path / "local.csv")
+    assert len(rows) == 5 and {r[4] for r in rows[1:]} == {"sat", "unsat"}
+    assert {r[5] for r in rows[1:]} == {"falsified", "sound", "probabilistic"}
+
+
+@pytest.mark.acceptance
+def test_lm_evaluate_cells_identical_on_local_and_ray(cluster, chat_xs, tmp_path):
+    """lm.evaluate's model rows (chat-xs under two transforms) as Ray tasks: the same verdict
+    rows, rates and paired differences as the loop without a backend; a store resumes them."""
+    from trustlab import lm
+    from trustlab.datasets.prompt_sets import PromptSet, load_prompt_set
+
+    jb = load_prompt_set("organism:jailbreak")
+    ps = PromptSet.from_texts("jb", [jb.instruction(i) for i in range(min(12, len(jb)))])
+    args = (["organism:chat-xs"], [ps], [lm.RefusalJudge()])
+    kw = {"transforms": {"plain": None, "upper": lm.Transform("upper", str.upper, str.lower)}}
+    plain = lm.evaluate(*args, **kw)
+    remote = lm.evaluate(*args, **kw, backend=cluster, store=tmp_path / "units")
+    assert remote.items == plain.items
+    assert remote.rates == plain.rates and remote.differences == plain.differences
+    again = lm.evaluate(*args, **kw, backend=cluster, store=tmp_path / "units")
+    assert again.stats["units_resumed"] == 2 and again.rates == plain.rates

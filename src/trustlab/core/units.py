@@ -226,8 +226,12 @@ class UnitStore:
         from trustlab import __version__
 
         fn = f"{getattr(sweep.fn, '__module__', '')}.{getattr(sweep.fn, '__qualname__', '')}"
-        blob = pickle.dumps((_STORE_VERSION, __version__, sweep.name, fn, unit.key,
-                             unit.payload, int(unit.seed)), protocol=4)
+        record = (_STORE_VERSION, __version__, sweep.name, fn, unit.key, unit.payload,
+                  int(unit.seed))
+        try:
+            blob = pickle.dumps(record, protocol=4)
+        except Exception:  # a payload holding a lambda or a local class: hashed by its repr,
+            blob = repr(record).encode()  # which changes between processes: never resumed
         return hashlib.sha256(blob).hexdigest()
 
     def load(self, sweep: Sweep, unit: WorkUnit) -> tuple[bool, Any]:

@@ -540,6 +540,8 @@ def evaluate(
     progress: Callable[..., Any] | None = None,
     seed: int = 0,
     load_options: Mapping[str, Any] | None = None,
+    backend: Any = None,
+    store: Any = None,
 ) -> Evaluation:
     """Run the evaluation loop (see the module docstring) and return an :class:`Evaluation`.
 
@@ -557,6 +559,14 @@ def evaluate(
     :class:`LanguageModel` (or ``{"step 100": lm}``) without ``cache_dir`` (its weights change
     between calls). Generation runs in eval mode under ``torch.no_grad``; the torch module's
     training flag is restored when ``evaluate`` returns (also on error).
+
+    Scale-out (docs/scale.md): with ``backend`` (``trustlab.core.units.make_backend``: 'local'
+    or 'ray') or ``store`` (a ``UnitStore`` or folder), each model's row of cells -- one model
+    under one transform and one intervention, all prompt sets, generated as one batch as without
+    a backend -- is a work unit: a Ray task that loads the model on its worker, recorded in the
+    store as it finishes (a re-run skips it). Models must then be spec strings or picklable
+    chat models, judges picklable; rates and differences are computed here from the units'
+    verdicts in the declared order, so the result equals the one without a backend.
     """
     from trustlab.core.validation import check_open_unit
 
@@ -576,6 +586,10 @@ def evaluate(
             raise InputError(
                 f"No judge applies to prompt set {ps.name!r} (it has no reference answers)."
             )
+    if backend is not None or store is not None:
+        return _evaluate_units(model_list, sets, per_set, t_levels, i_levels, decoding,
+                               cache_dir, np.random.default_rng(seed), alpha, keep_text,
+                               batch_size, progress, load_options, backend, store)
     cache = ReplyCache(cache_dir) if cache_dir is not None else None
     rng = np.random.default_rng(seed)
     training = [(m.model, bool(m.model.training)) for _, m in model_list
@@ -609,43 +623,108 @@ def _evaluate(model_list, sets, per_set, t_levels, i_levels, decoding, cache, rn
             if cache is not None and fingerprint is None:
                 stats["uncached_backends"].append(mname)
         fingerprint = loaded.get("__fp__")
-        replies = _generate_group(
-            backend, fingerprint, sets, per_set, transform, iname, ispec, decoding, cache,
-            stats,
-        )  # fmt: skip
-        for ps, texts in zip(sets, replies, strict=True):
-            decoded = [transform.decode(t) if transform is not None else t for t in texts]
-            jitems = [
-                JudgeItem(ps.instruction(i), decoded[i], ps.reference(i), ps.item_meta(i))
-                for i in range(len(ps))
-            ]
-            applicable = [j for j in per_set[ps.name] if _applies(j, ps)]
-            verdicts = judge_replies(applicable, jitems)
-            ids = ps.ids()
-            for j in applicable:
-                for i, v in enumerate(verdicts[j.name]):
-                    row = {
-                        "model": mname,
-                        "prompts": ps.name,
-                        "transform": tname,
-                        "intervention": iname,
-                        "judge": j.name,
-                        "index": i,
-                        "id": ids[i],
-                        "value": v.value,
-                        "score": v.score,
-                        "detail": v.detail,
-                        "reply_sha256": _reply_sha(decoded[i]),
-                    }
-                    if keep_text:
-                        row["reply"] = decoded[i]
-                        row["raw_reply"] = texts[i]
-                    items.append(row)
+        items += _group_items(backend, fingerprint, mname, sets, per_set, tname, transform,
+                              iname, ispec, decoding, cache, stats, keep_text)
     loaded.clear()
     rates = _rates(items, model_list, sets, judge_list, t_levels, i_levels, alpha, rng)
     differences = _differences(items, model_list, sets, judge_list, t_levels, i_levels, alpha)
     if cache is not None:
         stats["cache_hits"], stats["cache_misses"] = cache.hits, cache.misses
+    return Evaluation(rates, differences, items, alpha, decoding, stats)
+
+
+def _group_items(backend, fingerprint, mname, sets, per_set, tname, transform, iname, ispec,
+                 decoding, cache, stats, keep_text) -> list[dict[str, Any]]:  # fmt: skip
+    """Replies and verdict rows of one model under one (transform, intervention), all sets."""
+    items: list[dict[str, Any]] = []
+    replies = _generate_group(
+        backend, fingerprint, sets, per_set, transform, iname, ispec, decoding, cache,
+        stats,
+    )  # fmt: skip
+    for ps, texts in zip(sets, replies, strict=True):
+        decoded = [transform.decode(t) if transform is not None else t for t in texts]
+        jitems = [
+            JudgeItem(ps.instruction(i), decoded[i], ps.reference(i), ps.item_meta(i))
+            for i in range(len(ps))
+        ]
+        applicable = [j for j in per_set[ps.name] if _applies(j, ps)]
+        verdicts = judge_replies(applicable, jitems)
+        ids = ps.ids()
+        for j in applicable:
+            for i, v in enumerate(verdicts[j.name]):
+                row = {
+                    "model": mname,
+                    "prompts": ps.name,
+                    "transform": tname,
+                    "intervention": iname,
+                    "judge": j.name,
+                    "index": i,
+                    "id": ids[i],
+                    "value": v.value,
+                    "score": v.score,
+                    "detail": v.detail,
+                    "reply_sha256": _reply_sha(decoded[i]),
+                }
+                if keep_text:
+                    row["reply"] = decoded[i]
+                    row["raw_reply"] = texts[i]
+                items.append(row)
+    return items
+
+
+def _unit_rows(unit: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One work unit of :func:`evaluate`: load the model, generate, judge (a Ray task or a
+    local call). Returns the verdict rows and the generation counts."""
+    (mname, mspec, sets, per_set, tname, transform, iname, ispec, decoding, cache_dir,
+     batch_size, load_options, keep_text) = unit.payload
+    stats: dict[str, Any] = {"generated": 0, "cached": 0, "uncached_backends": []}
+    cache = ReplyCache(cache_dir) if cache_dir is not None else None
+    backend = _backend(mspec, batch_size, load_options or {})
+    fingerprint = model_fingerprint(backend) if cache is not None else None
+    if cache is not None and fingerprint is None:
+        stats["uncached_backends"].append(mname)
+    rows = _group_items(backend, fingerprint, mname, sets, per_set, tname, transform, iname,
+                        ispec, decoding, cache, stats, keep_text)
+    if cache is not None:
+        stats["cache_hits"], stats["cache_misses"] = cache.hits, cache.misses
+    return rows, stats
+
+
+def _evaluate_units(model_list, sets, per_set, t_levels, i_levels, decoding, cache_dir, rng,
+                    alpha, keep_text, batch_size, progress, load_options, backend,
+                    store) -> Evaluation:  # fmt: skip
+    from trustlab.core.units import LocalBackend, RayBackend, Sweep, WorkUnit, run_sweep
+
+    if not isinstance(backend, LocalBackend | RayBackend | None):
+        raise InputError("backend must be a backend from trustlab.core.units.make_backend or "
+                         f"None. Got {type(backend).__name__}.")
+    for mname, mspec in model_list:
+        if isinstance(mspec, LanguageModel):
+            raise InputError(f"evaluate with a backend loads each model on its worker: give "
+                             f"model {mname!r} as a spec string (hf:, organism:, openai:), not "
+                             "a LanguageModel.")
+    units = []
+    for (mname, mspec), (tname, transform), (iname, ispec) in (
+            (m, t, i) for m in model_list for t in t_levels for i in i_levels):
+        units.append(WorkUnit(f"{mname} | {tname} | {iname}", (
+            mname, mspec, sets, per_set, tname, transform, iname, ispec, decoding,
+            None if cache_dir is None else str(cache_dir), batch_size, dict(load_options or {}),
+            keep_text)))
+    result = run_sweep(Sweep("evaluate", _unit_rows, tuple(units)), backend=backend,
+                       store=store, progress=progress).raise_failed()
+    items: list[dict[str, Any]] = []
+    stats: dict[str, Any] = {"generated": 0, "cached": 0, "uncached_backends": []}
+    for rows, unit_stats in result.results.values():  # declared order: as without a backend
+        items += rows
+        for key in ("generated", "cached", "cache_hits", "cache_misses"):
+            if key in unit_stats:
+                stats[key] = stats.get(key, 0) + unit_stats[key]
+        stats["uncached_backends"] += [m for m in unit_stats["uncached_backends"]
+                                       if m not in stats["uncached_backends"]]
+    judge_list = list({j.name: j for js in per_set.values() for j in js}.values())
+    rates = _rates(items, model_list, sets, judge_list, t_levels, i_levels, alpha, rng)
+    differences = _differences(items, model_list, sets, judge_list, t_levels, i_levels, alpha)
+    stats["units_resumed"] = len(result.resumed)
     return Evaluation(rates, differences, items, alpha, decoding, stats)
 
 
