@@ -85,6 +85,12 @@ def chat_xs(organism_home: Path) -> BuiltOrganism:
 
 
 @pytest.fixture(scope="session")
+def vlm_xs(organism_home: Path, chat_xs: BuiltOrganism) -> BuiltOrganism:
+    """`vlm-xs` (on chat-xs), built once per session (about 80 CPU-s; mars's quick run)."""
+    return _built("vlm-xs", organism_home)
+
+
+@pytest.fixture(scope="session")
 def chat_s(organism_home: Path) -> BuiltOrganism:
     """`chat-s`, built once per session (a few minutes of CPU; use from slow tests only)."""
     return _built("chat-s", organism_home)
