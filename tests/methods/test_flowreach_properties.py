@@ -200,3 +200,12 @@ def test_result_objects_and_format_witness():
     assert format_witness(inst, "crown") == "unknown\n"
     with pytest.raises(InputError, match="'result'"):
         format_witness({"flowreach": "sat"})
+
+
+def test_huge_radius_is_the_unconditioned_gaussian():
+    # Regression: radius**2 overflowed (OverflowError) for radius ~1e154; a ball that large
+    # conditions on nothing representable.
+    z = restricted_gaussian(64, 3, 1.34e154, np.random.default_rng(0))
+    assert z.shape == (64, 3) and np.all(np.isfinite(z))
+    assert restricted_tail_exact(1.0, 3, 1.34e154) == restricted_tail_exact(1.0, 3)
+    assert abs(restricted_tail_exact(1.0, 3, 40.0) - restricted_tail_exact(1.0, 3)) < 1e-12

@@ -70,7 +70,8 @@ def restricted_gaussian(
         return rng.standard_normal((n, dim))
     direction = rng.standard_normal((n, dim))
     direction /= np.linalg.norm(direction, axis=1, keepdims=True)
-    cap = stats.chi2.cdf(radius**2, dim)
+    # radius * radius (not radius**2): a huge radius gives inf, not OverflowError.
+    cap = stats.chi2.cdf(radius * radius, dim)
     u = rng.random(n) * cap
     r = np.sqrt(stats.chi2.ppf(u, dim))
     return direction * r[:, None]
@@ -91,7 +92,9 @@ def restricted_tail_exact(threshold: float, dim: int, radius: float = math.inf) 
     if isinstance(radius, bool) or not isinstance(radius, int | float) or not radius > 0:
         raise InputError(f"The 'radius' parameter of restricted_tail_exact must be a positive "
                          f"number (inf: no ball). Got {radius!r}.")
-    if not math.isfinite(radius):
+    if not math.isfinite(radius) or stats.chi2.sf(radius * radius, dim) == 0.0:
+        # No ball, or one whose outside has probability below the smallest float:
+        # conditioning on it changes nothing representable.
         return float(stats.norm.sf(threshold))
     if threshold >= radius:
         return 0.0
