@@ -54,10 +54,10 @@ limit = $(if $(1),timeout --foreground $(1),)
 
 test: setup browser
 	@status=0; \
-	$(call limit,$(TEST_LIMIT_S)) $(BIN)/python -m pytest -m "$(FAST_MARK)" || { rc=$$?; \
+	$(call limit,$(TEST_LIMIT_S)) $(BIN)/python -m pytest -m "$(FAST_MARK)" --durations=30 || { rc=$$?; \
 	  if [ $$rc -eq 124 ]; then echo "error: the default suite exceeded $(TEST_LIMIT_S) s"; fi; \
 	  status=$$rc; }; \
-	$(call limit,$(ACCEPTANCE_LIMIT_S)) $(BIN)/python -m pytest -m acceptance || { rc=$$?; \
+	$(call limit,$(ACCEPTANCE_LIMIT_S)) $(BIN)/python -m pytest -m acceptance --durations=0 || { rc=$$?; \
 	  if [ $$rc -eq 124 ]; then echo "error: the acceptance tests exceeded $(ACCEPTANCE_LIMIT_S) s"; fi; \
 	  if [ $$rc -eq 5 ]; then echo "note: no acceptance tests collected"; else status=$$rc; fi; }; \
 	exit $$status
