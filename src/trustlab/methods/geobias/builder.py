@@ -102,6 +102,16 @@ def _coord(value: Any, name: str, lim: float, where: str) -> float:
     return check_scalar(value, name, where, lo=-lim, hi=lim)
 
 
+def _set_id_and_check_source(item: Any, prefix: str, where: str) -> None:
+    """Default ``item.id`` to ``prefix`` + the image hash's first 12 hex digits; check id/source."""
+    if item.id is None:
+        object.__setattr__(item, "id", prefix + item.sha256[:12])
+    elif not isinstance(item.id, str) or not item.id:
+        raise InputError(f"The 'id' parameter of {where} must be a non-empty string.")
+    if not isinstance(item.source, str):
+        raise InputError(f"The 'source' parameter of {where} must be a string.")
+
+
 @dataclass(frozen=True)
 class Background:
     """A geotagged background: an RGB image (array, PIL image or path), its (lat, lon) truth.
@@ -135,12 +145,7 @@ class Background:
                 raise InputError(f"The 'landmark_mask' parameter of {where} must be a bool array of "
                                  f"the image's shape {px.shape[:2]}. Got {m.shape}.")
             object.__setattr__(self, "landmark_mask", m.astype(bool))
-        if self.id is None:
-            object.__setattr__(self, "id", "bg-" + self.sha256[:12])
-        elif not isinstance(self.id, str) or not self.id:
-            raise InputError(f"The 'id' parameter of {where} must be a non-empty string.")
-        if not isinstance(self.source, str):
-            raise InputError(f"The 'source' parameter of {where} must be a string.")
+        _set_id_and_check_source(self, "bg-", where)
 
     @property
     def pixels(self) -> NDArray[np.uint8]:
@@ -168,12 +173,7 @@ class Subject:
             raise InputError(f"The 'group' parameter of {where} must be a string label. "
                              f"Got {self.group!r}.")
         object.__setattr__(self, "group", str(self.group))
-        if self.id is None:
-            object.__setattr__(self, "id", "sub-" + self.sha256[:12])
-        elif not isinstance(self.id, str) or not self.id:
-            raise InputError(f"The 'id' parameter of {where} must be a non-empty string.")
-        if not isinstance(self.source, str):
-            raise InputError(f"The 'source' parameter of {where} must be a string.")
+        _set_id_and_check_source(self, "sub-", where)
 
     @property
     def pixels(self) -> NDArray[np.uint8]:
