@@ -626,34 +626,59 @@ class WordSubstitution(Transform):
     kept, so a word-level tokenizer splits the output exactly where it split the input. Words
     outside ``vocabulary`` are left as they are, so the map is a bijection on every text and
     every encoded word of the vocabulary is again a word of the vocabulary.
+
+    ``vocabulary`` is either words (one permutation over all of them) or disjoint groups of
+    words (lists), each permuted within itself: a closed tokenizer that knows some words only
+    after a space and others only after punctuation needs each form kept in its group
+    (:func:`~trustlab.methods.asymmetry.scope.vocabulary_substitution` builds those groups).
     """
 
     name = "word_substitution"
     level = "word"
 
-    def __init__(self, vocabulary: Iterable[str] = (), key: str | int = 0) -> None:
+    def __init__(self, vocabulary: Iterable[Any] = (), key: str | int = 0) -> None:
         if isinstance(vocabulary, str):
             raise InputError(
                 "The 'vocabulary' parameter of word_substitution must be an iterable of words, "
                 f"not a str. Got {vocabulary[:40]!r}."
             )
-        vocab = sorted(set(vocabulary))
-        for w in vocab:
-            if not isinstance(w, str) or not _WORD.fullmatch(w):
-                raise InputError(
-                    "The 'vocabulary' parameter of word_substitution must hold words of letters "
-                    f"only (no digits, punctuation or spaces). Got {w!r}."
-                )
-        if len(vocab) < 2:
+        items = list(vocabulary)
+        grouped = bool(items) and all(
+            isinstance(g, list | tuple | set | frozenset) for g in items
+        )
+        groups = [list(g) for g in items] if grouped else [items]
+        seen: set[str] = set()
+        self._enc: dict[str, str] = {}
+        for g_idx, group in enumerate(groups):
+            words = []
+            for w in group:
+                if not isinstance(w, str) or not _WORD.fullmatch(w):
+                    raise InputError(
+                        "The 'vocabulary' parameter of word_substitution must hold words of "
+                        f"letters only (no digits, punctuation or spaces). Got {w!r}."
+                    )
+                if w in seen and w not in words:
+                    raise InputError(
+                        "The 'vocabulary' parameter of word_substitution must have disjoint "
+                        f"groups. Got {w!r} in two groups."
+                    )
+                if w not in words:
+                    words.append(w)
+                seen.add(w)
+            words.sort()
+            cipher = list(words)
+            _key_rng(key, f"word_substitution:{g_idx}" if grouped else "word_substitution").shuffle(
+                cipher
+            )
+            self._enc.update(zip(words, cipher, strict=True))
+        if len(seen) < 2:
             raise InputError(
                 "The 'vocabulary' parameter of word_substitution must hold at least 2 distinct "
-                f"words. Got {len(vocab)}."
+                f"words. Got {len(seen)}."
             )
-        self.vocabulary = tuple(vocab)
+        self.vocabulary = tuple(sorted(seen))
+        self.groups = tuple(tuple(sorted(set(g))) for g in groups)
         self.key = key
-        cipher = list(vocab)
-        _key_rng(key, "word_substitution").shuffle(cipher)
-        self._enc = dict(zip(vocab, cipher, strict=True))
         self._dec = {v: k for k, v in self._enc.items()}
 
     def params(self) -> dict[str, Any]:
