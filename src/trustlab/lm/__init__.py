@@ -40,6 +40,8 @@ from trustlab.lm.agent import (
     Episode,
     Tool,
     ToolResult,
+    format_observation,
+    format_tool_call,
     run_agent,
     tools_system_prompt,
 )
@@ -226,6 +228,8 @@ __all__ = [
     "exact_match_settled",
     "fisher_rao",
     "format_chat",
+    "format_observation",
+    "format_tool_call",
     "generate_rows",
     "get_activations",
     "greedy_rows",

@@ -39,10 +39,13 @@ from trustlab.core.errors import InputError
 from trustlab.lm.judges import parse_tool_call
 
 __all__ = [
+    "OBSERVATION_FORMAT",
     "AgentCall",
     "Episode",
     "Tool",
     "ToolResult",
+    "format_observation",
+    "format_tool_call",
     "run_agent",
     "tools_system_prompt",
 ]
@@ -199,9 +202,37 @@ def _tool_map(tools: Sequence[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
     return {t.name: t for t in items}
 
 
-def _observation(name: str | None, content: Any, ok: bool, fmt: str) -> str:
+OBSERVATION_FORMAT = "<tool_response>{}</tool_response>"
+
+
+def format_observation(
+    name: str | None, content: Any, ok: bool = True, fmt: str = OBSERVATION_FORMAT
+) -> str:
+    """The text of one observation, exactly as :func:`run_agent` writes it (training data for a
+    tool-calling model can use it to match the loop)."""
+    if name is not None and not isinstance(name, str):
+        raise InputError(f"format_observation: 'name' must be a str or None. Got {name!r:.60}.")
+    if not isinstance(fmt, str) or "{}" not in fmt:
+        raise InputError(f"format_observation: 'fmt' must contain {{}} where the payload goes. "
+                         f"Got {fmt!r:.60}.")  # fmt: skip
     payload = {"name": name, "content" if ok else "error": content}
     return fmt.format(json.dumps(payload, ensure_ascii=False, default=str))
+
+
+def format_tool_call(name: str, arguments: Mapping[str, Any]) -> str:
+    """``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` as a model would write it
+    (:func:`~trustlab.lm.judges.parse_tool_call` reads it back)."""
+    if not isinstance(name, str) or not name:
+        raise InputError(f"format_tool_call: 'name' must be a non-empty str. Got {name!r:.60}.")
+    if not isinstance(arguments, Mapping):
+        raise InputError(f"format_tool_call: 'arguments' must be a mapping. Got "
+                         f"{type(arguments).__name__}.")  # fmt: skip
+    try:
+        payload = json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"format_tool_call: 'arguments' must be JSON-serialisable ({exc}).") \
+            from None  # fmt: skip
+    return f"<tool_call>{payload}</tool_call>"
 
 
 def _call_tool(tool: Tool, arguments: dict[str, Any], context: Any) -> tuple[Any, bool, bool]:
@@ -228,7 +259,7 @@ def run_agent(
     temperature: float = 0.0,
     seed: int = 0,
     observation_role: str = "user",
-    observation_format: str = "<tool_response>{}</tool_response>",
+    observation_format: str = OBSERVATION_FORMAT,
     progress: Callable[..., Any] | None = None,
 ) -> list[Episode]:
     """Run one agent episode per conversation (see the module docstring).
@@ -309,7 +340,7 @@ def run_agent(
             episode.calls.append(AgentCall(episode.steps, name, args, ok, content))
             episode.messages.append(
                 {"role": observation_role,
-                 "content": _observation(name, content, ok, observation_format)}
+                 "content": format_observation(name, content, ok, observation_format)}
             )  # fmt: skip
             if stop:
                 episode.stop = "tool"
