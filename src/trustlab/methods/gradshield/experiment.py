@@ -178,6 +178,7 @@ def run(config: GradShieldConfig, ctx: RunContext) -> Report:
             model, refs, sets, ft, settings, fihs=fihs, threshold=config.threshold_rule,
             threshold_options={"alpha": config.alpha}, embedder=embedder,
             threads=config.threads, rng=ctx.child_rng("random-removal"), progress=ctx.progress,
+            sweep_runner=ctx.run_sweep,  # one unit per fine-tuning cell: local or Ray, resumable
         )  # fmt: skip
     with ctx.stage("report"):
         from trustlab.methods.gradshield.analysis import fill_report

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from trustlab.core.errors import InputError
+from trustlab.core.units import Sweep, WorkUnit, run_sweep
 from trustlab.methods.gradshield.baselines import (
     EmbeddingScorer,
     GradSafeScorer,
@@ -168,8 +169,15 @@ def run_study(
     rng: np.random.Generator | None = None,
     progress: Callable[..., Any] | None = None,
     home: Any = None,
+    sweep_runner: Callable[[Sweep], dict[str, Any]] | None = None,
 ) -> StudyResult:
-    """Run every filter on every mix (see the module docstring)."""
+    """Run every filter on every mix (see the module docstring).
+
+    The fine-tuning cells are work units (``trustlab.core.units``): ``sweep_runner`` runs
+    the sweep and returns key -> result in declared order (``RunContext.run_sweep``: the run's
+    backend, local or Ray, and its resumable unit store); None runs them here, one by one.
+    The model must then be loadable from ``model.spec`` wherever the units run.
+    """
     import time
 
     from trustlab.finetune import weights_sha256
@@ -244,17 +252,32 @@ def run_study(
                 "harmful": labels,
             }
             cells += [(seed, key, name, labels, decisions[name], data) for name in settings.filters]
-    done: dict[tuple, Any] = {}
-    iterator = (
-        progress(cells, description="fine-tune + evaluate") if progress is not None else cells
-    )
-    for seed, (kind, fraction), name, labels, decision, data in iterator:
+    # One work unit per distinct fine-tuning set (issue 36): filters that keep the same examples
+    # of the same mix share one cell. A unit loads the base model from its spec (a Ray worker)
+    # or takes the driver's copy (local), fine-tunes and evaluates; results merge in order.
+    unit_of: dict[tuple, str] = {}
+    payloads: dict[str, Any] = {}
+    home_arg = None if home is None else str(home)
+    for seed, (kind, fraction), name, _labels, decision, data in cells:
         same = (seed, decision.removed.tobytes(), kind, fraction)
-        cell = done.get(same)
-        if cell is None:
-            cell = run_cell(model, decision.kept(data), finetune_config, sets, base_sha=base_sha,
-                            cache=settings.cache, home=home)  # fmt: skip
-            done[same] = cell
+        if same not in unit_of:
+            key = f"seed {seed} | {kind} {fraction:g} | {name}"
+            unit_of[same] = key
+            payloads[key] = (model.spec, base_sha, tuple(decision.kept(data)), finetune_config,
+                             sets, settings.cache, home_arg, threads)  # fmt: skip
+    _BASES.clear()
+    _BASES[(model.spec, base_sha)] = model  # the local backend reuses the driver's model
+    sweep = Sweep("gradshield-cells", _cell_unit,
+                  tuple(WorkUnit(k, p, 0, float(threads)) for k, p in payloads.items()))
+    try:
+        if sweep_runner is not None:
+            done = sweep_runner(sweep)
+        else:
+            done = run_sweep(sweep, progress=progress).raise_failed().results
+    finally:
+        _BASES.clear()
+    for seed, (kind, fraction), name, labels, decision, _data in cells:
+        cell = done[unit_of[(seed, decision.removed.tobytes(), kind, fraction)]]
         metrics = filter_metrics(labels, decision.removed)
         result.flags[(seed, kind, fraction, name)] = cell.flags
         result.rows.append({
@@ -267,3 +290,35 @@ def run_study(
     result.timings["total"] = time.perf_counter() - start
     result.timings["cells"] = float(len(done))
     return result
+
+
+#: Base models a unit may reuse instead of loading: (spec, weights SHA-256) -> LanguageModel.
+#: Filled by :func:`run_study` on the driver for the local backend; a Ray worker loads its own.
+_BASES: dict[tuple[str, str], Any] = {}
+
+
+def _cell_unit(unit: WorkUnit) -> Any:
+    """One fine-tuning cell as a work unit (a Ray task or a local call): the base model (from
+    its spec on a worker, checked against the driver's weights), fine-tuned on the kept
+    examples and evaluated by :func:`run_cell`."""
+    from trustlab.core.runtime import torch_runtime
+
+    spec, base_sha, examples, config, sets, cache, home, threads = unit.payload
+    with torch_runtime(threads):
+        base = _BASES.get((spec, base_sha))
+        if base is None:
+            import trustlab.lm as lm
+            from trustlab.finetune import weights_sha256
+
+            base = lm.load(spec)
+            found = weights_sha256(base.model)
+            if found != base_sha:
+                raise InputError(
+                    f"The worker's {spec} has other weights than the driver's (SHA-256 "
+                    f"{found[:12]} vs {base_sha[:12]}): build the same organism (or copy the "
+                    "same hf: folder) under every worker's TRUSTLAB_HOME."
+                )
+            _BASES.clear()
+            _BASES[(spec, base_sha)] = base  # a worker reuses it for its next cells
+        return run_cell(base, list(examples), config, sets, base_sha=base_sha, cache=cache,
+                        home=home)
