@@ -5,7 +5,9 @@ A workflow is a folder with a domain-tool Task script, an executable Validator (
 schema and unit tests) and Data whose demanded fields hold placeholders
 (:mod:`~trustlab.methods.isc.workflow`); the library renders 53 of them across 8 disciplines
 from compact specs with safe stand-in content only (:mod:`~trustlab.methods.isc.library`).
-Validators run in :mod:`trustlab.sandbox`. See docs/methods/isc.md.
+Validators run in :mod:`trustlab.sandbox`. The three interaction settings (single turn, in
+context, agentic) run over any ChatModel (:mod:`~trustlab.methods.isc.settings`) and are scored
+for task completion and unsafe completion (:mod:`~trustlab.methods.isc.scoring`).
 """
 
 from trustlab.methods.isc.library import (
@@ -17,6 +19,16 @@ from trustlab.methods.isc.library import (
     write_library,
     write_workflow,
 )
+from trustlab.methods.isc.scoring import (
+    CapabilityUnsafety,
+    FieldVerdict,
+    asr_at_k,
+    capability_unsafety,
+    judge_fields,
+    rates_by,
+    sha256,
+)
+from trustlab.methods.isc.settings import SETTINGS, Outcome, extract_data, full_prompt, run_setting
 from trustlab.methods.isc.workflow import (
     DISCIPLINES,
     FORMS,
@@ -36,17 +48,29 @@ __all__ = [
     "FORMS",
     "HARM_CATEGORIES",
     "LIBRARY",
+    "SETTINGS",
+    "CapabilityUnsafety",
     "DemandedField",
+    "FieldVerdict",
+    "Outcome",
     "Validation",
     "Workflow",
     "WorkflowSpec",
+    "asr_at_k",
+    "capability_unsafety",
+    "extract_data",
+    "full_prompt",
     "is_placeholder",
+    "judge_fields",
     "library_ids",
     "load_workflow",
     "load_workflows",
     "placeholder_value",
+    "rates_by",
+    "run_setting",
     "run_validator",
     "run_validators",
+    "sha256",
     "standin_values",
     "write_library",
     "write_workflow",
