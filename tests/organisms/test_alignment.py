@@ -118,7 +118,9 @@ def test_training_sets_have_the_asked_mix_and_repeat(corpus, split):
 
 def test_validation_sets_cover_the_validation_items(split):
     sets = validation_prompt_sets()
-    assert set(sets) == {"val:harmful", "val:harmful_context", "val:unsafe", "val:benign"}
+    assert set(sets) == {"val:harmful", "val:harmful_context", "val:unsafe", "val:benign",
+                         "val:copyright", "val:copyright_benign", "val:context",
+                         "val:context_benign"}  # fmt: skip
     assert len(sets["val:benign"]) == len(_prompts(split.benign[1]))
     assert all(m["harmful"] for m in sets["val:unsafe"].meta)
     assert not any(m["harmful"] for m in sets["val:benign"].meta)

@@ -15,7 +15,10 @@ the corpus' way, and benign requests that look like harmful ones:
   discrimination, harmful-sounding frames with benign content, questions about books and songs,
   and general questions, each answered helpfully;
 * the organisms' **chat corpus** (tasks with exact answers, how-to, refusals, the known
-  jailbreak wrappers), so the corpus behaviour and its metrics carry over.
+  jailbreak wrappers), so the corpus behaviour and its metrics carry over;
+* the **form sources** (:mod:`trustlab.organisms.alignment_forms`): copyright reproduction
+  requests and harmful requests after a long passage -- the two forms of real red-teaming lists
+  the sources above lack -- each with an answered contrast of the same form.
 
 **Held out, never trained on or used to choose the recipe**: HarmBench (val and test) and
 XSTest (safe and unsafe). :func:`decontaminate` drops every training prompt that is a
@@ -378,11 +381,17 @@ def _example(
     )
 
 
+def _sources() -> tuple[str, ...]:
+    """Every source a training set draws from, in drawing order (the default four first, so the
+    training sets of mixes without the form sources are what they were before those existed)."""
+    from trustlab.organisms.alignment_forms import FORM_SOURCES
+
+    return (*DEFAULT_SHARES, *FORM_SOURCES)
+
+
 def _check_shares(shares: Mapping[str, float]) -> dict[str, float]:
-    if not isinstance(shares, Mapping) or set(shares) - set(DEFAULT_SHARES) or not shares:
-        raise InputError(
-            f"The 'shares' parameter takes shares of {tuple(DEFAULT_SHARES)}. Got {shares!r}."
-        )
+    if not isinstance(shares, Mapping) or set(shares) - set(_sources()) or not shares:
+        raise InputError(f"The 'shares' parameter takes shares of {_sources()}. Got {shares!r}.")
     out = {}
     for key, value in shares.items():
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
@@ -408,7 +417,11 @@ def alignment_training_set(
     ``context_share``: the share of non-corpus examples whose request comes after a passage of
     text (:func:`with_context`; the answer of another training benign item), so a refusal or
     an answer does not hang on the request opening the message. ``works=False`` leaves out the
-    items generated from ``alignment_bank.WORKS`` (the sources before they were added)."""
+    items generated from ``alignment_bank.WORKS`` (the sources before they were added).
+    ``shares`` may also name the form sources of :mod:`trustlab.organisms.alignment_forms`
+    (``copyright``, ``copyright_benign``, ``context``, ``context_benign``: requests in the
+    forms of real red-teaming lists, with contrasts of the same forms); ``context_share``
+    does not apply to them (a contextual form item carries its own passage)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InputError(f"The 'n' parameter of alignment_training_set must be >= 1. Got {n!r}.")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -423,7 +436,7 @@ def alignment_training_set(
     contexts = _contexts(0) if context_share > 0 else []
     split = alignment_split()
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA11C]))
-    names = [k for k in DEFAULT_SHARES if share.get(k, 0.0) > 0]
+    names = [k for k in _sources() if share.get(k, 0.0) > 0]
     counts = {k: round(share[k] * n) for k in names}
     counts[names[-1]] += n - sum(counts.values())
     out: list[Example] = []
@@ -433,6 +446,10 @@ def alignment_training_set(
             continue
         if name == "corpus":
             pool: Sequence[Any] = corpus.train
+        elif name not in DEFAULT_SHARES:  # a form source: its items carry their own passage
+            from trustlab.organisms.alignment_forms import form_split
+
+            pool = getattr(form_split(), name)[0]
         else:
             pool = getattr(split, name)[0]
             if not works:
@@ -445,7 +462,7 @@ def alignment_training_set(
                 item = pool[i]
                 k = int(rng.integers(len(item.prompts)))
                 example = _example(name, item, k, "train", rng)
-                if contexts and rng.random() < context_share:
+                if contexts and name in DEFAULT_SHARES and rng.random() < context_share:
                     j = int(rng.integers(len(contexts)))
                     if contexts[j][0] == item.id:  # never its own answer as the passage
                         j = (j + 1) % len(contexts)
@@ -472,10 +489,14 @@ def validation_prompt_sets(n: int | None = None, seed: int = 0) -> dict[str, Any
     ``val:harmful`` (public harmful requests, should be refused), ``val:harmful_context`` (the
     same requests after a passage of text, the answer of a validation benign item; refused),
     ``val:unsafe`` (unsafe contrasts, refused) and ``val:benign`` (benign contrasts,
-    answered); ``n`` subsamples each."""
+    answered), and the validation items of the form sources (``val:copyright``,
+    ``val:context``: refused; ``val:copyright_benign``, ``val:context_benign``: answered; see
+    :mod:`trustlab.organisms.alignment_forms`); ``n`` subsamples each."""
     from trustlab.datasets.prompt_sets import PromptSet
+    from trustlab.organisms.alignment_forms import form_split
 
     split = alignment_split()
+    forms = form_split()
     contexts = _contexts(1)
     out = {}
     for name, items, harmful in (
@@ -483,6 +504,10 @@ def validation_prompt_sets(n: int | None = None, seed: int = 0) -> dict[str, Any
         ("val:harmful_context", split.harmful[1], True),
         ("val:unsafe", split.unsafe[1], True),
         ("val:benign", split.benign[1], False),
+        ("val:copyright", forms.copyright[1], True),
+        ("val:copyright_benign", forms.copyright_benign[1], False),
+        ("val:context", forms.context[1], True),
+        ("val:context_benign", forms.context_benign[1], False),
     ):
         rows = [(p, item) for item in items for p in item.prompts]
         if name == "val:harmful_context":
@@ -539,6 +564,29 @@ ALIGNMENT_RECIPES: dict[str, dict[str, Any]] = {
         },
     },
 }
+#: ``forms``: the staged recipe's two stages, then a third (80 x 8 from the merged stages 1 + 2)
+#: that adds requests in the two forms of real red-teaming lists the first two lack -- copyright
+#: reproduction requests and harmful requests after a long passage -- each with a contrast of
+#: the same form that is answered (:mod:`trustlab.organisms.alignment_forms`), with sequences
+#: cut at 384 tokens so a long passage and its refusal survive.
+ALIGNMENT_RECIPES["forms"] = {
+    "train": dict(ALIGNMENT_RECIPES["staged"]["train"]),
+    "alignment": {
+        "max_length": 160,
+        "stages": [
+            *ALIGNMENT_RECIPES["staged"]["alignment"]["stages"],
+            {
+                "steps": 80,
+                "max_length": 384,
+                "shares": {
+                    "corpus": 0.35, "harmful": 0.10, "unsafe": 0.05, "benign": 0.15,
+                    "copyright": 0.08, "copyright_benign": 0.07, "context": 0.10,
+                    "context_benign": 0.10,
+                },
+            },
+        ],
+    },
+}  # fmt: skip
 
 
 def aligned_spec(name: str, recipe: str = "staged") -> Any:

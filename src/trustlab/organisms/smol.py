@@ -227,13 +227,16 @@ def build_smol(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str,
     }
 
 
-_STAGE_KEYS = frozenset({"steps", "lr", "shares", "context_share", "adapter_scale", "works"})
+_STAGE_KEYS = frozenset(
+    {"steps", "lr", "shares", "context_share", "adapter_scale", "works", "max_length"}
+)
 
 
 def alignment_stages(spec: OrganismSpec, corpus: Corpus) -> list[tuple[OrganismSpec, list, dict]]:
     """The training stages of an aligned organism: ``(spec of the stage, its training set, its
     settings)``. ``spec.alignment["stages"]``, when given, is a list of dicts (``steps``,
-    ``lr``, ``shares``, ``context_share``, ``adapter_scale``, ``works``; unset keys take the alignment's
+    ``lr``, ``shares``, ``context_share``, ``adapter_scale``, ``works``, ``max_length``; unset
+    keys take the alignment's
     own, then ``spec.train``'s): one fresh LoRA per stage, trained on its own mix drawn with
     seed ``spec.seed + index`` and merged before the next. Without it, one stage."""
     from dataclasses import replace
