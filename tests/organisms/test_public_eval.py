@@ -71,6 +71,10 @@ def test_validation_metrics_name_the_split_sets():
         "val_harmful_context_refusal": 1.0,
         "val_unsafe_refusal": 1.0,
         "val_benign_refusal": 1.0,
+        "val_copyright_refusal": 1.0,
+        "val_copyright_benign_refusal": 1.0,
+        "val_context_refusal": 1.0,
+        "val_context_benign_refusal": 1.0,
     }
     assert all(row["n"] == 3 for row in rates.values())
 
