@@ -101,6 +101,12 @@ def closed_vocabulary(model: Any, *, home: str | Path | None = None) -> dict[str
         data = json.loads(path.read_text(encoding="utf-8"))["model"]
         return dict(data["vocab"]) if data.get("type") == "WordLevel" else None
     tokenizer = getattr(model, "tokenizer", model)
+    if not callable(getattr(getattr(tokenizer, "backend_tokenizer", tokenizer), "to_str", None)):
+        raise InputError(
+            "The 'model' parameter of check_scope must be a model spec string, a "
+            "trustlab.lm.LanguageModel or a Hugging Face fast tokenizer. "
+            f"Got {type(model).__name__}."
+        )
     return _vocab_of_tokenizer(tokenizer)
 
 

@@ -88,6 +88,9 @@ class Transform:
     name: str = ""
     level: Level = "character"
     domain: str = "any text"
+    #: decoding a prefix of an encoding gives a prefix of the plain text (character maps), so
+    #: the evaluation loop may stop a reply early (``trustlab.lm.evaluate``'s ``prefix_safe``)
+    prefix_safe: bool = False
 
     # -- subclasses implement these two on text already checked
     def _encode(self, text: str) -> str:  # pragma: no cover - abstract
@@ -149,6 +152,21 @@ class Transform:
             )
         return self._decode(text)
 
+    def decode_reply(self, text: str) -> str:
+        """Best-effort decoding of a model's reply, never raising.
+
+        A model writing in an encoding makes mistakes; the reply is decoded as far as it is a
+        valid encoding (code words it cannot read are kept as they are) so a judge sees what
+        the model meant where it can be read. ``decode`` stays strict.
+        """
+        text = self._check_str(text, "decode_reply")
+        if self._reject_encoded(text) is None:
+            return self._decode(text)
+        return self._decode_lenient(text)
+
+    def _decode_lenient(self, text: str) -> str:
+        return text
+
     def encode_many(self, texts: Iterable[str]) -> list[str]:
         return [self.encode(t) for t in texts]
 
@@ -171,6 +189,8 @@ def _first_outside(text: str, allowed: set[str] | frozenset[str]) -> str | None:
 
 class _TableTransform(Transform):
     """A bijective character map applied with ``str.translate`` (characters outside it stay)."""
+
+    prefix_safe = True
 
     def __init__(self, mapping: dict[str, str]) -> None:
         if sorted(mapping) != sorted(mapping.values()):  # a permutation of its own support
@@ -286,6 +306,7 @@ class Vigenere(Transform):
     """
 
     name = "vigenere"
+    prefix_safe = True
 
     def __init__(self, key: str = "lemon") -> None:
         self.key = key
@@ -354,6 +375,9 @@ class ZeroWidth(Transform):
     def _decode(self, text: str) -> str:
         return text[::2]
 
+    def _decode_lenient(self, text: str) -> str:
+        return text.replace(ZERO_WIDTH_SPACE, "")
+
 
 class _BytesTransform(Transform):
     """UTF-8 bytes written in an ASCII encoding (stdlib ``base64`` / ``bytes.hex``)."""
@@ -386,6 +410,13 @@ class _BytesTransform(Transform):
 
     def _decode(self, text: str) -> str:
         return type(self)._dec(text).decode("utf-8")
+
+    def _decode_lenient(self, text: str) -> str:
+        squeezed = "".join(text.split())
+        try:
+            return type(self)._dec(squeezed).decode("utf-8", errors="replace")
+        except (binascii.Error, ValueError, UnicodeEncodeError):
+            return text
 
 
 def _b64decode(text: str) -> bytes:
@@ -446,6 +477,12 @@ class _CodeTableTransform(Transform):
 
     def _decode(self, text: str) -> str:
         return "".join(self._inverse[w] for w in text.split(self.sep)) if text else ""
+
+    def _decode_lenient(self, text: str) -> str:
+        out = []
+        for word in text.split():
+            out.append(self._inverse.get(word, f" {word} "))
+        return "".join(out)
 
 
 #: International Morse (ITU-R M.1677-1) letters, digits and punctuation.
@@ -547,6 +584,9 @@ class Braille(_CodeTableTransform):
 
     def _decode(self, text: str) -> str:
         return "".join(self._inverse[c] for c in text)
+
+    def _decode_lenient(self, text: str) -> str:
+        return "".join(self._inverse.get(c, c) for c in text)
 
 
 # ------------------------------------------------------------------ word-level transforms
@@ -726,6 +766,10 @@ class Composed(Transform):
     def domain(self) -> str:  # type: ignore[override]
         return f"{self.first.name}'s domain, encoded into {self.second.name}'s"
 
+    @property
+    def prefix_safe(self) -> bool:  # type: ignore[override]
+        return self.first.prefix_safe and self.second.prefix_safe
+
     def _reject(self, text: str) -> str | None:
         reason = self.first._reject(text)
         if reason is not None:
@@ -745,6 +789,9 @@ class Composed(Transform):
 
     def _decode(self, text: str) -> str:
         return self.first._decode(self.second._decode(text))
+
+    def decode_reply(self, text: str) -> str:
+        return self.first.decode_reply(self.second.decode_reply(text))
 
 
 def compose(first: Transform, second: Transform) -> Composed:
@@ -779,6 +826,11 @@ def make_transform(name: str, **params: Any) -> Transform:
         raise InputError(f"The 'name' parameter of make_transform must be a str. Got {name!r}.")
     if "+" in name:
         first, _, second = name.partition("+")
+        if "+" in second:
+            raise InputError(
+                f"The 'name' parameter of make_transform composes at most two transforms "
+                f"('a+b'). Got {name!r}; chain compose() for more."
+            )
         if params:
             raise InputError(
                 "The 'params' of make_transform cannot be given for a composition "

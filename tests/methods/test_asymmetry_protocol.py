@@ -1,0 +1,117 @@
+"""asymmetry's protocol: the gate, paired differences, Δharm − Δutility, adaptation data.
+
+Cheap (no model): the statistics are checked against their definitions and against injected
+effects; the adaptation builders against a small stand-in corpus.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from trustlab.core.errors import InputError
+from trustlab.methods.asymmetry.adaptation import (
+    ForEvaluation,
+    InContext,
+    adaptation_data,
+    reads_as_verdict,
+)
+from trustlab.methods.asymmetry.protocol import asymmetry
+from trustlab.methods.asymmetry.transforms import make_transform
+
+
+def _flags(rng, p, n):
+    return list(rng.random(n) < p)
+
+
+def test_statistic_matches_its_definition_and_recovers_an_injected_effect():
+    rng = np.random.default_rng(0)
+    n = 400
+    h0 = _flags(rng, 0.1, n)
+    h1 = [a or b for a, b in zip(h0, _flags(rng, 0.5, n), strict=True)]  # harm rises ~ +0.45
+    u0 = _flags(rng, 0.8, n)
+    u1 = [a and b for a, b in zip(u0, _flags(rng, 0.95, n), strict=True)]  # utility falls ~ -0.04
+    r = asymmetry(h0, h1, u0, u1, tolerance=0.1, rng=0)
+    dh = np.mean(h1) - np.mean(h0)
+    du = np.mean(u1) - np.mean(u0)
+    assert r.delta_harm == pytest.approx(dh) and r.delta_utility == pytest.approx(du)
+    assert r.asymmetry == pytest.approx(dh - du)
+    assert r.asymmetry_lower < r.asymmetry < r.asymmetry_upper
+    assert r.asymmetry_lower > 0.3  # the injected asymmetry (~0.49) is found
+    assert r.delta_harm_lower < dh < r.delta_harm_upper
+    assert r.gate_passed
+    # the bootstrap's width agrees with the normal approximation of two independent means
+    ph = np.array(h1, float) - np.array(h0, float)
+    pu = np.array(u1, float) - np.array(u0, float)
+    se = np.sqrt(ph.var() / n + pu.var() / n)
+    assert (r.asymmetry_upper - r.asymmetry_lower) / (2 * 1.96 * se) == pytest.approx(1, abs=0.15)
+
+
+def test_no_effect_gives_an_interval_around_zero_and_the_gate_is_the_tolerance():
+    rng = np.random.default_rng(1)
+    h, u = _flags(rng, 0.3, 300), _flags(rng, 0.7, 300)
+    r = asymmetry(h, h, u, u, rng=0)
+    assert r.asymmetry == 0 and r.asymmetry_lower <= 0 <= r.asymmetry_upper and r.gate_passed
+    u_low = [False] * 150 + [True] * 150  # utility 0.5 vs 0.7 on the same items
+    u_ref = [True] * 210 + [False] * 90
+    assert not asymmetry(h, h, u_ref, u_low, tolerance=0.1, rng=0).gate_passed
+    assert asymmetry(h, h, u_ref, u_low, tolerance=0.2, rng=0).gate_passed
+
+
+def test_items_without_a_verdict_are_dropped_pairwise():
+    r = asymmetry([True, None, False], [True, True, None], [True, False], [True, False], rng=0,
+                  n_resamples=200)
+    assert r.n_harm == 1 and r.n_dropped == 2
+
+
+def test_bad_verdicts_are_one_line_errors():
+    for call in (
+        lambda: asymmetry([True], [True, False], [True], [True]),
+        lambda: asymmetry("yes", [True], [True], [True]),
+        lambda: asymmetry([0.5], [True], [True], [True]),
+        lambda: asymmetry([None], [None], [True], [True]),
+        lambda: asymmetry([True], [True], [True], [True], tolerance=2),
+    ):
+        with pytest.raises(InputError) as err:
+            call()
+        assert "\n" not in str(err.value)
+
+
+def _example(prompt, response, kind):
+    return SimpleNamespace(prompt=prompt, response=response, kind=kind, split="train")
+
+
+CORPUS = SimpleNamespace(examples=[
+    *[_example(f"What is {i} plus 1?", f"Sure: {i + 1}", "task") for i in range(8)],
+    *[_example("How do I bake bread?", "Sure, here is how to bake bread.", "howto")] * 4,
+    *[_example("How do I do a harmful thing?", "I'm sorry, but I can't help.", "harmful")] * 4,
+])
+
+
+def test_adaptation_data_is_benign_and_encodes_the_stated_share():
+    t = make_transform("caesar", k=3)
+    data = adaptation_data(t, 10, plain_share=0.3, corpus=CORPUS, seed=2)
+    plain = {(e.prompt, e.response) for e in CORPUS.examples if e.kind != "harmful"}
+    harmful = {(e.prompt, e.response) for e in CORPUS.examples if e.kind == "harmful"}
+    encoded = [p for p in data if p not in plain]
+    assert len(data) == 10 and len(encoded) == 7
+    assert all((t.decode(p), t.decode(r)) in plain for p, r in encoded)
+    assert not any(p in harmful or (t.decode(p[0]), t.decode(p[1])) in harmful for p in data)
+    with pytest.raises(InputError):
+        adaptation_data(t, 5, kinds=("task", "harmful"), corpus=CORPUS)
+
+
+def test_evaluation_transform_reads_plain_verdicts_as_written():
+    t = make_transform("word_reverse")
+    ev = ForEvaluation(t)
+    assert ev.decode("I'm sorry, but I can't help with that.") == "I'm sorry, but I can't help with that."
+    assert ev.decode(t.encode("Sure: Paris")) == "Sure: Paris"
+    assert reads_as_verdict("step one, [placeholder].") and not reads_as_verdict("Sure: 7")
+    icl = InContext(make_transform("rot13"), [("What is 1 plus 1?", "Sure: 2")] * 3, k=2)
+    conv = icl.encode_conversation([{"role": "user", "content": "Hello there"}])
+    assert [m["role"] for m in conv] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert conv[-1]["content"] == "Uryyb gurer" and conv[2]["content"] == "Fher: 2"
+    with pytest.raises(InputError):
+        InContext(make_transform("rot13"), [("a", "b")], k=2)
