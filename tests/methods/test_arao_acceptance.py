@@ -29,6 +29,7 @@ OVERRIDES = {
     "embedder": "hashing",
     "similarity_threshold": 0.5,
     "word_baseline": False,
+    "repair_replicates": 1,
 }
 
 

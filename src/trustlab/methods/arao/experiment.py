@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from trustlab.core import ExperimentConfig, Report, RunContext, register
+from trustlab.core import ExperimentConfig, Report, RunContext, Sweep, WorkUnit, register
 from trustlab.core.runtime import Threads, torch_runtime
 
 PAPER_AUC_GAIN_POINTS = 2.35
@@ -77,6 +77,9 @@ class AraoConfig(ExperimentConfig):
     n_adv_items: int = Field(100, ge=1, description="Training positives attacked to build the "
                              "generic adversarial-training pool.")  # fmt: skip
     n_sweep_items: int = Field(40, ge=1, description="Flagged held-out positives in the single-axis heat-map.")
+    repair_replicates: int = Field(5, ge=1, le=50, description="Repair replicates: each re-draws "
+                                   "the split (replicate 0 is the run's own) and runs every repair; the "
+                                   "repair claim is a paired interval over replicates (one work unit each).")  # fmt: skip
     auc_tolerance: float = Field(0.02, ge=0.0, le=1.0, description="Allowed loss of original-set "
                                  "ROC-AUC of the axis-targeted repair against no repair.")  # fmt: skip
     llm_rewriter: str | None = Field(
@@ -109,6 +112,7 @@ class AraoConfig(ExperimentConfig):
         "n_aug": 100,
         "n_adv_items": 40,
         "n_sweep_items": 20,
+        "repair_replicates": 3,
     }
 
     @field_validator("detectors")
@@ -181,11 +185,10 @@ def _rate_diff(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
 @register("arao", config=AraoConfig)
 def run(config: AraoConfig, ctx: RunContext) -> Report:
     from trustlab.methods.arao import attack as atk
-    from trustlab.methods.arao.attribution import attribute, axis_sweep, failing_axes
+    from trustlab.methods.arao.attribution import attribute, axis_sweep
     from trustlab.methods.arao.axes import StrategySpace
     from trustlab.methods.arao.constraints import ClaimCheck
     from trustlab.methods.arao.data import split
-    from trustlab.methods.arao.repair import evaluate_repairs
     from trustlab.methods.arao.rewriters import TemplateRewriter
     from trustlab.stats import roc_auc_ci
 
@@ -272,38 +275,36 @@ def run(config: AraoConfig, ctx: RunContext) -> Report:
                 pair_rows += [{"detector": spec, **r} for r in attr.pairs]
                 results[spec]["dev"] = (dres, attr, thr)
 
-        # ---- repair
+        # ---- repair: one work unit per replicate (issue 36: a Ray task with --backend ray,
+        # recorded in the run directory as it finishes). Replicate 0 repairs on the run's own
+        # split with the streams used before; replicate r > 0 re-draws the split, so the
+        # interval over replicates covers the data as well as the repairs' randomness.
         rep_spec = config.repair_detector
-        with ctx.stage("repair setup"):
-            if rep_spec in detectors:
-                base_det = detectors[rep_spec]
-                dres, attr, thr0 = results[rep_spec]["dev"]
-            else:
-                base_det = _make_detector(rep_spec, emb).fit(tr_t, tr_y)
-                thr0 = atk.calibrate_threshold(base_det.score([t for t, y in zip(dv_t, dv_y, strict=True) if y == 0]), config.fpr)
-                dev_pos = [t for t, y in zip(dv_t, dv_y, strict=True) if y == 1]
-                dres = atk.RhetoricalAttack(base_det, rewriter, planner(), claim, threshold=thr0,
-                                            budget=config.budget).run(dev_pos, ctx.child_rng("dev:repair"))  # fmt: skip
-                attr = attribute(dres, dev_pos, base_det, rewriter)
-            failing = failing_axes(attr, space, min_rate=config.failing_min_rate, min_count=config.failing_min_count)
-            failing_source = "attribution"
-            if not failing:  # fall back to the planner's surrogate: the most negative effects
-                failing, failing_source = _surrogate_failing(dres, space, planner, base_det, dv_t, dv_y, rewriter, claim, thr0, config, ctx)
-            tr_pos = [t for t, y in zip(tr_t, tr_y, strict=True) if y == 1][: config.n_adv_items]
-            adv = atk.RhetoricalAttack(base_det, rewriter, planner(), claim, threshold=thr0, budget=config.budget,
-                                       stop_on_success=False).run(tr_pos, ctx.child_rng("adv"), attack_all=True)  # fmt: skip
+        ev_pos = [t for t, y in zip(ev_t, ev_y, strict=True) if y == 1]
+        payloads: dict[str, Any] = {}
+        for r in range(config.repair_replicates):
             transfer = None
-            if rep_spec in results:
+            if r == 0 and rep_spec in results:
                 r0 = results[rep_spec]["arao"]
-                transfer = [r.best_text if r.best_text is not None else t
-                            for r, t in zip(r0.items, [t for t, y in zip(ev_t, ev_y, strict=True) if y == 1], strict=True)]  # fmt: skip
+                transfer = [x.best_text if x.best_text is not None else t
+                            for x, t in zip(r0.items, ev_pos, strict=True)]  # fmt: skip
+            rngs = {
+                "split": ctx.child_rng("split" if r == 0 else f"split:repair{r}"),
+                "dev": ctx.child_rng((f"dev:{rep_spec}" if rep_spec in detectors else "dev:repair")
+                                     if r == 0 else f"dev:repair{r}"),
+                "surrogate": ctx.child_rng("dev:surrogate" if r == 0 else f"dev:surrogate{r}"),
+                "adv": ctx.child_rng("adv" if r == 0 else f"adv:{r}"),
+                "repairs": ctx.child_rng("repairs" if r == 0 else f"repairs:{r}"),
+            }  # fmt: skip
+            # the config travels as a plain dict: a pydantic model pickles its fields-set (a set of
+            # strings, ordered by the per-process hash seed), which would change the unit's
+            # fingerprint between runs and defeat resume
+            payloads[f"replicate{r}"] = (config.model_dump(), data, rngs, transfer)
+        sweep = Sweep("arao-repairs", _repair_unit,
+                      tuple(WorkUnit(k, p, 0, config.threads) for k, p in payloads.items()))  # fmt: skip
         with ctx.stage("repairs"):
-            outcomes = evaluate_repairs(
-                base_det, (tr_t, tr_y), (dv_t, dv_y), (ev_t, ev_y), rewriter=rewriter, claim=claim,
-                make_planner=planner, failing=failing, adversarial=adv, adversarial_texts=tr_pos,
-                n_aug=config.n_aug, budget=config.budget, fpr=config.fpr, rng=ctx.child_rng("repairs"),
-                transfer_texts=transfer, progress=ctx.progress,
-            )  # fmt: skip
+            replicates = list(ctx.run_sweep(sweep).values())
+        failing, failing_source = replicates[0]["failing"], replicates[0]["failing_source"]
 
         llm_rows: list[dict[str, Any]] = []
         if config.llm_rewriter:
@@ -316,7 +317,7 @@ def run(config: AraoConfig, ctx: RunContext) -> Report:
 
     with ctx.stage("report"):
         _report(report, config, det_rows, attack_rows, diff_rows, sweep_rows, sweeps, attr_rows, pair_rows,
-                item_rows, outcomes, ev_y, failing, failing_source, space, llm_rows, fluency_rows)  # fmt: skip
+                item_rows, replicates, failing, failing_source, space, llm_rows, fluency_rows)  # fmt: skip
         if config.keep_text and keep:
             import json
 
@@ -327,16 +328,76 @@ def run(config: AraoConfig, ctx: RunContext) -> Report:
     return report
 
 
-def _surrogate_failing(dres: Any, space: Any, planner: Any, det: Any, dv_t: Any, dv_y: Any, rewriter: Any,
-                       claim: Any, thr: float, config: AraoConfig, ctx: RunContext) -> tuple[list[tuple[int, int]], str]:  # fmt: skip
+def _repair_unit(unit: WorkUnit) -> dict[str, Any]:
+    """One repair replicate (a work unit): split, fit the repair detector, calibrate its
+    threshold, attack the dev positives and attribute (the failing axes), attack the training
+    positives (the adversarial-training pool), then every repair with its adaptive re-attack on
+    the held-out split. Everything is rebuilt from the config (embedders are not picklable), so
+    the unit runs the same in this process or on a Ray worker."""
+    import copy
+
+    from trustlab.methods.arao import attack as atk
+    from trustlab.methods.arao.attribution import attribute, failing_axes
+    from trustlab.methods.arao.axes import StrategySpace
+    from trustlab.methods.arao.constraints import ClaimCheck
+    from trustlab.methods.arao.data import split
+    from trustlab.methods.arao.repair import evaluate_repairs
+    from trustlab.methods.arao.rewriters import TemplateRewriter
+
+    fields, data, rngs, transfer = unit.payload
+    # copies: the local backend runs the unit on the payload itself, and advancing its
+    # generators would change the unit's fingerprint before it is recorded (no resume)
+    rngs = {k: copy.deepcopy(g) for k, g in rngs.items()}
+    config = AraoConfig.model_validate(fields)
+    texts, labels = list(data.texts), [int(v) for v in data.labels]
+    with torch_runtime(config.threads):
+        sp = split(data, config.n_train, config.n_dev, config.n_eval, rngs["split"])
+        tr_t, tr_y = [texts[i] for i in sp.train], [int(labels[i]) for i in sp.train]
+        dv_t, dv_y = [texts[i] for i in sp.dev], [int(labels[i]) for i in sp.dev]
+        ev_t, ev_y = [texts[i] for i in sp.eval], [int(labels[i]) for i in sp.eval]
+        emb = _embedder(config)
+        space = StrategySpace(max_level=config.max_level, max_active=config.max_active)
+        rewriter = TemplateRewriter(space)
+        claim = ClaimCheck(emb, threshold=config.similarity_threshold)
+
+        def planner() -> Any:
+            return atk.ThompsonPlanner(space, prior_scale=config.prior_scale, noise=config.noise,
+                                       n_candidates=config.n_candidates)  # fmt: skip
+
+        base = _make_detector(config.repair_detector, emb).fit(tr_t, tr_y)
+        thr0 = atk.calibrate_threshold(base.score([t for t, y in zip(dv_t, dv_y, strict=True) if y == 0]), config.fpr)
+        dev_pos = [t for t, y in zip(dv_t, dv_y, strict=True) if y == 1]
+        dres = atk.RhetoricalAttack(base, rewriter, planner(), claim, threshold=thr0,
+                                    budget=config.budget).run(dev_pos, rngs["dev"])  # fmt: skip
+        attr = attribute(dres, dev_pos, base, rewriter)
+        failing = failing_axes(attr, space, min_rate=config.failing_min_rate, min_count=config.failing_min_count)
+        source = "attribution"
+        if not failing:  # fall back to the planner's surrogate: the most negative effects
+            failing, source = _surrogate_failing(space, planner, base, dev_pos, rewriter, claim, thr0, config,
+                                                 rngs["surrogate"])  # fmt: skip
+        tr_pos = [t for t, y in zip(tr_t, tr_y, strict=True) if y == 1][: config.n_adv_items]
+        adv = atk.RhetoricalAttack(base, rewriter, planner(), claim, threshold=thr0, budget=config.budget,
+                                   stop_on_success=False).run(tr_pos, rngs["adv"], attack_all=True)  # fmt: skip
+        outcomes = evaluate_repairs(
+            base, (tr_t, tr_y), (dv_t, dv_y), (ev_t, ev_y), rewriter=rewriter, claim=claim,
+            make_planner=planner, failing=failing, adversarial=adv, adversarial_texts=tr_pos,
+            n_aug=config.n_aug, budget=config.budget, fpr=config.fpr, rng=rngs["repairs"],
+            transfer_texts=transfer,
+        )  # fmt: skip
+    for o in outcomes:  # the fitted detectors hold their embedder: not shipped back
+        o.detector = None
+    return {"outcomes": outcomes, "eval_labels": ev_y, "failing": failing, "failing_source": source}
+
+
+def _surrogate_failing(space: Any, planner: Any, det: Any, dev_pos: list[str], rewriter: Any, claim: Any,
+                       thr: float, config: AraoConfig, rng: np.random.Generator) -> tuple[list[tuple[int, int]], str]:  # fmt: skip
     """No axis met the attribution rule (too few successes on dev): take the directions the
     planner's surrogate (fitted on the dev attack) found most negative, at most max_active."""
     from trustlab.methods.arao import attack as atk
 
     pl = planner()
-    dev_pos = [t for t, y in zip(dv_t, dv_y, strict=True) if y == 1]
     atk.RhetoricalAttack(det, rewriter, pl, claim, threshold=thr, budget=config.budget,
-                         stop_on_success=False).run(dev_pos, ctx.child_rng("dev:surrogate"), attack_all=True)  # fmt: skip
+                         stop_on_success=False).run(dev_pos, rng, attack_all=True)  # fmt: skip
     mean = pl.posterior_mean
     order = np.argsort(mean)
     K = space.dim
@@ -405,13 +466,10 @@ def _fluency(config: AraoConfig, results: dict[str, Any], ev_t: list[str], ev_y:
 
 
 def _report(report: Report, config: AraoConfig, det_rows: list, attack_rows: list, diff_rows: list,
-            sweep_rows: list, sweeps: dict, attr_rows: list, pair_rows: list, item_rows: list, outcomes: list,
-            ev_y: list[int], failing: list, failing_source: str, space: Any, llm_rows: list,
+            sweep_rows: list, sweeps: dict, attr_rows: list, pair_rows: list, item_rows: list, replicates: list,
+            failing: list, failing_source: str, space: Any, llm_rows: list,
             fluency_rows: list) -> None:  # fmt: skip
-    from trustlab.stats import roc_auc_ci, roc_auc_difference
-
     first = config.detectors[0]
-    y = np.asarray(ev_y)
     for r in attack_rows:
         if r["detector"] == first and r["planner"] in ("arao", "random"):
             report.metric(f"success_{r['planner']}", r["success_rate"], headline=True,
@@ -430,42 +488,8 @@ def _report(report: Report, config: AraoConfig, det_rows: list, attack_rows: lis
     if failing:
         report.metric("top_failing_axis", ", ".join(f"{space.axes[a].name}{'+' if s > 0 else '-'}" for a, s in failing[:3]),
                       headline=True, description=f"Failing axis directions the repair targets ({failing_source}; dev split).")  # fmt: skip
-    # repairs
-    rep_rows = []
-    by = {o.mode: o for o in outcomes}
-    for o in outcomes:
-        a0 = roc_auc_ci(y, o.original_scores)
-        a1 = roc_auc_ci(y, o.attacked_scores)
-        a3 = roc_auc_ci(y, o.attacked_pos_only_scores)
-        row = {"repair": o.mode, "n_aug": o.n_aug, "threshold": o.threshold,
-               "auc_original": a0.auc, "auc_original_low": a0.lower, "auc_original_high": a0.upper,
-               "auc_attacked": a1.auc, "auc_attacked_low": a1.lower, "auc_attacked_high": a1.upper,
-               "auc_attacked_pos_only": a3.auc, "auc_attacked_pos_only_low": a3.lower,
-               "auc_attacked_pos_only_high": a3.upper, "attack_success": o.attack_success,
-               "styled_negative_fpr": o.styled_negative_fpr}  # fmt: skip
-        if o.transfer_scores is not None:
-            a2 = roc_auc_ci(y, o.transfer_scores)
-            row.update({"auc_transfer": a2.auc, "auc_transfer_low": a2.lower, "auc_transfer_high": a2.upper})
-        rep_rows.append(row)
-    baselines = [o for o in outcomes if o.mode != "axis"]
-    if "axis" in by and baselines:
-        strongest = max(baselines, key=lambda o: roc_auc_ci(y, o.attacked_scores).auc)
-        d = roc_auc_difference(y, by["axis"].attacked_scores, strongest.attacked_scores)
-        report.metric("repair_attacked_auc_gain_points", 100 * d.estimate, headline=True,
-                      description=f"Attacked-set ROC-AUC of axis-targeted repair minus the strongest "
-                      f"baseline ({strongest.mode}), adaptive attack on the held-out split, in points "
-                      f"(DeLong paired 95% CI {100 * d.lower:+.2f} to {100 * d.upper:+.2f}).")  # fmt: skip
-        report.metric("repair_attacked_auc_gain_low_points", 100 * d.lower, headline=True,
-                      description="Lower end of that interval (> 0: the gain is resolved).")
-        report.metric("repair_strongest_baseline", strongest.mode, description="The strongest baseline repair.")
-        if "none" in by:
-            e = roc_auc_difference(y, by["axis"].original_scores, by["none"].original_scores)
-            report.metric("repair_original_auc_change_points", 100 * e.estimate, headline=True,
-                          description=f"Original-set ROC-AUC, axis-targeted repair minus no repair, points "
-                          f"(DeLong 95% CI {100 * e.lower:+.2f} to {100 * e.upper:+.2f}; tolerance "
-                          f"-{100 * config.auc_tolerance:.1f}).")  # fmt: skip
-            report.metric("repair_original_within_tolerance", bool(e.estimate >= -config.auc_tolerance),
-                          description="Original-set ROC-AUC of the axis repair within the tolerance of no repair.")
+    rep_rows, cmp_rows = _repair_rows(replicates)
+    _repair_metrics(report, config, replicates, cmp_rows)
     report.metric("paper_attacked_auc_gain_points", PAPER_AUC_GAIN_POINTS,
                   description="The paper's reported gain (ROC-AUC points over the strongest baseline on "
                   "attacked sets, misinformation and extremist-rhetoric benchmarks), beside ours.")  # fmt: skip
@@ -475,7 +499,8 @@ def _report(report: Report, config: AraoConfig, det_rows: list, attack_rows: lis
     report.table("axis_sweep", sweep_rows, caption="Single-axis strategies on every flagged held-out positive: success (rejections count as failures), mean logit change, accepted share.")
     report.table("attribution", attr_rows, caption="Dev split: removing one axis from a successful strategy restores detection (Clopper-Pearson 95% CI); *_multi = successes that moved several axes.")
     report.table("attribution_pairs", pair_rows, caption="Dev split: two axes removed together; synergy = the pair restores detection while neither alone does.")
-    report.table("repairs", rep_rows, caption=f"Repairs of {config.repair_detector} at {config.n_aug} added rewrites each; ROC-AUC on the held-out originals, under an adaptive attack ({config.budget} queries per positive, against each repaired detector) and under the rewrites found against the unrepaired detector (transfer); DeLong 95% CIs.")
+    report.table("repairs", rep_rows, caption=f"Repairs of {config.repair_detector} at {config.n_aug} added rewrites each, per replicate (replicate 0 = this run's split); ROC-AUC on the held-out originals, under an adaptive attack ({config.budget} queries per positive, against each repaired detector) and under the rewrites found against the unrepaired detector (transfer, replicate 0); DeLong 95% CIs.")
+    report.table("repair_comparison", cmp_rows, caption="Axis-targeted repair minus each baseline, ROC-AUC points, paired by replicate: mean over replicates with a Student-t 95% interval (with one replicate: DeLong's paired interval on its held-out texts).")
     report.table("items", item_rows, caption="Per attacked item: scores, strategy, similarity and the SHA-256 of the best rewrite (never its text).")
     if llm_rows:
         report.table("llm_rewriter", llm_rows, caption="The LLM rewriter run (refused/empty replies are rejected rewrites).")
@@ -483,7 +508,96 @@ def _report(report: Report, config: AraoConfig, det_rows: list, attack_rows: lis
             report.metric(f"llm_success_{r['planner']}", r["success_rate"], description=f"Success with the LLM rewriter ({r['llm']}), {r['n_success']}/{r['n_detected']}.")
     if fluency_rows:
         report.table("fluency", fluency_rows, caption="Perplexity of successful rewrites over their originals' (fluency_model).")
-    _figures(report, sweeps, rep_rows, attack_rows, config)
+    _figures(report, sweeps, [r for r in rep_rows if r["replicate"] == 0], attack_rows, config)
+
+
+def _repair_rows(replicates: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The per-replicate repair rows and, per baseline, the paired comparison with the axis repair."""
+    from trustlab.stats import roc_auc_ci, roc_auc_difference
+
+    rows = []
+    for r, rep in enumerate(replicates):
+        y = np.asarray(rep["eval_labels"])
+        for o in rep["outcomes"]:
+            a0, a1, a3 = (roc_auc_ci(y, o.original_scores), roc_auc_ci(y, o.attacked_scores),
+                          roc_auc_ci(y, o.attacked_pos_only_scores))  # fmt: skip
+            row = {"replicate": r, "repair": o.mode, "n_aug": o.n_aug, "threshold": o.threshold,
+                   "auc_original": a0.auc, "auc_original_low": a0.lower, "auc_original_high": a0.upper,
+                   "auc_attacked": a1.auc, "auc_attacked_low": a1.lower, "auc_attacked_high": a1.upper,
+                   "auc_attacked_pos_only": a3.auc, "auc_attacked_pos_only_low": a3.lower,
+                   "auc_attacked_pos_only_high": a3.upper, "attack_success": o.attack_success,
+                   "styled_negative_fpr": o.styled_negative_fpr}  # fmt: skip
+            if o.transfer_scores is not None:
+                a2 = roc_auc_ci(y, o.transfer_scores)
+                row.update({"auc_transfer": a2.auc, "auc_transfer_low": a2.lower, "auc_transfer_high": a2.upper})
+            rows.append(row)
+    cmp = []
+    modes = [o.mode for o in replicates[0]["outcomes"]]
+    if "axis" not in modes:
+        return rows, cmp
+    for other in [m for m in modes if m != "axis"]:
+        for what in ("attacked", "original"):
+            diffs, delong = [], []
+            for rep in replicates:
+                y = np.asarray(rep["eval_labels"])
+                by = {o.mode: o for o in rep["outcomes"]}
+                d = roc_auc_difference(y, getattr(by["axis"], f"{what}_scores"), getattr(by[other], f"{what}_scores"))
+                diffs.append(100 * d.estimate)
+                delong.append((100 * d.lower, 100 * d.upper))
+            lo, hi = _mean_interval(diffs, delong)
+            mine = [r["auc_" + what] for r in rows if r["repair"] == "axis"]
+            theirs = [r["auc_" + what] for r in rows if r["repair"] == other]
+            cmp.append({"baseline": other, "set": what, "replicates": len(diffs),
+                        "baseline_mean_auc": float(np.mean(theirs)), "axis_mean_auc": float(np.mean(mine)),
+                        "gain_points": float(np.mean(diffs)), "gain_low": lo, "gain_high": hi,
+                        "worst_replicate_points": float(np.min(diffs)),
+                        "replicates_won": int(sum(d > 0 for d in diffs))})  # fmt: skip
+    return rows, cmp
+
+
+def _mean_interval(diffs: list[float], delong: list[tuple[float, float]]) -> tuple[float, float]:
+    """Student-t 95% interval of the mean of paired per-replicate differences (DeLong's paired
+    interval when there is one replicate)."""
+    if len(diffs) == 1:
+        return delong[0]
+    from scipy import stats
+
+    d = np.asarray(diffs, dtype=np.float64)
+    if np.ptp(d) == 0:
+        return float(d[0]), float(d[0])
+    ci = stats.ttest_1samp(d, 0.0).confidence_interval(0.95)
+    return float(ci.low), float(ci.high)
+
+
+def _repair_metrics(report: Report, config: AraoConfig, replicates: list[dict[str, Any]],
+                    cmp_rows: list[dict[str, Any]]) -> None:  # fmt: skip
+    att = [r for r in cmp_rows if r["set"] == "attacked"]
+    if not att:
+        return
+    n = len(replicates)
+    how = (f"mean over {n} replicates (each re-draws the split), Student-t 95% CI" if n > 1
+           else "one replicate, DeLong paired 95% CI")  # fmt: skip
+    strongest = max(att, key=lambda r: r["baseline_mean_auc"])
+    report.metric("repair_attacked_auc_gain_points", strongest["gain_points"], headline=True,
+                  description=f"Attacked-set ROC-AUC of axis-targeted repair minus the strongest baseline "
+                  f"({strongest['baseline']}: highest mean attacked ROC-AUC), adaptive re-attack of every "
+                  f"repaired detector on the held-out split, in points ({how} "
+                  f"{strongest['gain_low']:+.2f} to {strongest['gain_high']:+.2f}).")  # fmt: skip
+    report.metric("repair_attacked_auc_gain_low_points", strongest["gain_low"], headline=True,
+                  description="Lower end of that interval (> 0: the gain is resolved).")
+    report.metric("repair_strongest_baseline", strongest["baseline"], description="The strongest baseline repair.")
+    report.metric("repair_beats_every_baseline", all(r["gain_low"] > 0 for r in att),
+                  description="The attacked-set gain's interval lies above 0 against every baseline repair.")
+    report.metric("repair_replicates", n, description="Repair replicates the intervals are over.")
+    orig = next((r for r in cmp_rows if r["set"] == "original" and r["baseline"] == "none"), None)
+    if orig is not None:
+        report.metric("repair_original_auc_change_points", orig["gain_points"], headline=True,
+                      description=f"Original-set ROC-AUC, axis-targeted repair minus no repair, points ({how} "
+                      f"{orig['gain_low']:+.2f} to {orig['gain_high']:+.2f}; tolerance "
+                      f"-{100 * config.auc_tolerance:.1f}).")  # fmt: skip
+        report.metric("repair_original_within_tolerance", bool(orig["gain_low"] >= -100 * config.auc_tolerance),
+                      description="The interval's lower end of the original-set change is within the tolerance "
+                      "(non-inferiority to no repair).")  # fmt: skip
 
 
 def _figures(report: Report, sweeps: dict, rep_rows: list, attack_rows: list, config: AraoConfig) -> None:
