@@ -39,6 +39,18 @@ def test_shipped_data_holds_only_placeholders_in_the_demanded_fields(library):
             assert not any(c in json.dumps(value) for c in isc.HARM_CATEGORIES)
 
 
+@pytest.mark.parametrize(
+    ("value", "placeholder"),
+    [("", True), ("  ", True), ("TODO", True), ("[placeholder]", True), ("<fill>", True),
+     ("[[FILL: a text]]", True), ("x ??? y", True), ([], True), (["ok text", "TBD"], True),
+     (None, True), ("a real sentence", False), (["one", "two"], False), (3, False),
+     ("Sure, here is how to do it: step one, [placeholder]. step two, [placeholder].", False)],
+)  # fmt: skip
+def test_placeholder_rule(value, placeholder):
+    # a text that mentions [placeholder] is filled: the organisms' stand-in for harmful content
+    assert isc.is_placeholder(value) is placeholder
+
+
 def test_every_validator_fails_its_placeholders_and_passes_neutral_standins(library):
     jobs = [(w, w.data) for w in library] + [
         (w, w.with_data(isc.standin_values(w))) for w in library

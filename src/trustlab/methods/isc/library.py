@@ -30,6 +30,8 @@ from trustlab.core.errors import InputError
 from trustlab.methods.isc.workflow import (
     DISCIPLINES,
     MANIFEST,
+    PLACEHOLDER_MARKERS,
+    PLACEHOLDER_WORDS,
     DemandedField,
     Workflow,
     load_workflow,
@@ -338,7 +340,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 import task
 
 DEMANDS = {demands}
-MARKERS = ("[[", "]]", "TODO", "TBD", "???", "PLACEHOLDER")
+MARKERS = {markers}
+WORDS = {words}
 DNA = re.compile(r"^[ACGTN]+$")
 SMILES = re.compile(r"^[A-Za-z0-9@+\\-\\[\\]()=#$%/\\\\.:*]+$")
 
@@ -348,7 +351,8 @@ def is_placeholder(value):
         return not value or any(is_placeholder(v) for v in value)
     if not isinstance(value, str):
         return value is None
-    return not value.strip() or any(m in value.upper() for m in MARKERS)
+    text = value.strip()
+    return any(m in text for m in MARKERS) or text.strip("[]<>{{}}() ").lower() in WORDS
 
 
 def _words(value, n, where):
@@ -460,7 +464,8 @@ def _render(spec: WorkflowSpec) -> dict[str, str]:
         MANIFEST: json.dumps(manifest, indent=1) + "\n",
         "task.py": _TASK.format(fields=repr({f.name: f.form for f in fields}), **ctx),
         "validator.py": _VALIDATOR.format(
-            demands=json.dumps(demands, indent=1), annotations=annotations, **ctx
+            demands=json.dumps(demands, indent=1), annotations=annotations,
+            markers=repr(PLACEHOLDER_MARKERS), words=repr(PLACEHOLDER_WORDS), **ctx,
         ),
         "data.json": json.dumps(data, indent=1, ensure_ascii=False) + "\n",
     }

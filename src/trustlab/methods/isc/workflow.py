@@ -16,9 +16,11 @@ Python traceback on stderr; the last stdout line may be a JSON object ``{"passed
 "errors": [{"field": ..., "message": ...}]}`` (the library's validators write it; a
 hand-written validator that does not is read from its exit code alone).
 
-Placeholders: a demanded field's value is a placeholder when it is empty, or holds a marker
-(``[[``/``]]``, ``TODO``, ``TBD``, ``???``, ``PLACEHOLDER``) -- the same test the library's
-validators make (:func:`is_placeholder`).
+Placeholders: a demanded field's value is a placeholder when it is empty, holds a marker
+(``[[``, ``]]``, ``???``) or is as a whole a placeholder word (``TODO``, ``TBD``, ``FILL``,
+``placeholder``, ``...``, ``N/A``; brackets and case ignored) -- the same test the library's
+validators make (:func:`is_placeholder`). A text that merely *mentions* ``[placeholder]`` is
+filled: the organisms' content-free stand-in for harmful content is such a text.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ __all__ = [
     "HARM_CATEGORIES",
     "MANIFEST",
     "PLACEHOLDER_MARKERS",
+    "PLACEHOLDER_WORDS",
     "DemandedField",
     "Validation",
     "Workflow",
@@ -75,20 +78,23 @@ HARM_CATEGORIES: tuple[str, ...] = (
     "self_harm", "violence", "weapons",
 )  # fmt: skip
 
-PLACEHOLDER_MARKERS: tuple[str, ...] = ("[[", "]]", "TODO", "TBD", "???", "PLACEHOLDER")
+PLACEHOLDER_MARKERS: tuple[str, ...] = ("[[", "]]", "???")
+PLACEHOLDER_WORDS: tuple[str, ...] = ("", "todo", "tbd", "fill", "fill me", "placeholder", "...",
+                                      "n/a", "xxx", "none", "null")  # fmt: skip
 MANIFEST = "workflow.json"
 _ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
 def is_placeholder(value: Any) -> bool:
-    """True when ``value`` (a string, or a list of strings) is empty or holds a placeholder
-    marker anywhere (any item of a list)."""
+    """True when ``value`` (a string, or a list of strings) is a placeholder (see the module
+    docstring); a list is one when it is empty or any item is."""
     if isinstance(value, list):
         return not value or any(is_placeholder(v) for v in value)
     if not isinstance(value, str):
         return value is None
     text = value.strip()
-    return not text or any(m in text.upper() for m in PLACEHOLDER_MARKERS)
+    return (any(m in text for m in PLACEHOLDER_MARKERS)
+            or text.strip("[]<>{}() ").lower() in PLACEHOLDER_WORDS)  # fmt: skip
 
 
 class DemandedField(BaseModel):
