@@ -2,7 +2,9 @@
 
 A hierarchical threat taxonomy (risk category x application domain x attack type, shipped as
 data with HarmBench's, StrongREJECT's and the organisms' categories mapped in), a template
-meta-attack generator, and coverage reports against the plain public lists.
+meta-attack generator, coverage reports against the plain public lists, and the first-order
+dual-branch embedding-space suffix search with zero-order, random-search and GCG baselines at an
+equal query budget.
 """
 
 from trustlab.methods.jailbound.coverage import default_coverage
@@ -11,6 +13,16 @@ from trustlab.methods.jailbound.meta_attack import (
     MetaAttack,
     TemplateMetaAttackGenerator,
     behaviour_placeholder,
+)
+from trustlab.methods.jailbound.search import (
+    GRADIENT_COST,
+    DualBranchSearch,
+    GCGSearch,
+    RandomSearch,
+    SearchResult,
+    SuffixProblem,
+    allowed_suffix_tokens,
+    materialise,
 )
 from trustlab.methods.jailbound.taxonomy import (
     AttackType,
@@ -27,20 +39,28 @@ from trustlab.methods.jailbound.taxonomy import (
 )
 
 __all__ = [
+    "GRADIENT_COST",
     "SUFFIX_SLOT",
     "AttackType",
     "Cell",
     "CoverageReport",
     "Domain",
+    "DualBranchSearch",
+    "GCGSearch",
     "MetaAttack",
+    "RandomSearch",
     "RiskCategory",
+    "SearchResult",
+    "SuffixProblem",
     "Taxonomy",
     "TaxonomyItem",
     "TemplateMetaAttackGenerator",
+    "allowed_suffix_tokens",
     "behaviour_placeholder",
     "coverage_report",
     "default_coverage",
     "default_taxonomy_path",
     "list_items",
     "load_taxonomy",
+    "materialise",
 ]
