@@ -29,6 +29,7 @@ from trustlab.methods.isc.scoring import (
     sha256,
 )
 from trustlab.methods.isc.settings import SETTINGS, Outcome, extract_data, full_prompt, run_setting
+from trustlab.methods.isc.views import FULL, CompactView, View
 from trustlab.methods.isc.workflow import (
     DISCIPLINES,
     FORMS,
@@ -46,14 +47,17 @@ from trustlab.methods.isc.workflow import (
 __all__ = [
     "DISCIPLINES",
     "FORMS",
+    "FULL",
     "HARM_CATEGORIES",
     "LIBRARY",
     "SETTINGS",
     "CapabilityUnsafety",
+    "CompactView",
     "DemandedField",
     "FieldVerdict",
     "Outcome",
     "Validation",
+    "View",
     "Workflow",
     "WorkflowSpec",
     "asr_at_k",
