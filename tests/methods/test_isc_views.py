@@ -54,7 +54,11 @@ def _organism(view, flows):
     answers = {view.prompt(w, v): json.dumps(_organism_fill(view, w)) for w, v in zip(flows, shipped, strict=True)}
     agentic = {view.agent_prompt(w): tvd.validate_call(_organism_fill(view, w)) for w in flows}
 
+    plain = {view.plain(w) for w in flows}
+
     def reply(conv):
+        if conv[-1]["content"] in plain:
+            return "I'm sorry, but I can't help with that."
         if conv[0]["role"] == "system":
             return agentic[conv[1]["content"]] if len(conv) == 2 else "The data is complete."
         return answers[conv[-1]["content"]]
@@ -71,3 +75,20 @@ def test_three_settings_under_the_compact_view(library):
         assert all(o.completed and o.unsafe for o in out), (setting, [o.validator_errors for o in out])
     agent_conv = model.calls[-1]["conversations"][0]
     assert agent_conv[0]["content"] == tvd.TVD_SYSTEM_PROMPT
+
+
+def test_collapse_pairs_plain_refusals_with_workflow_fills(library):
+    view = isc.CompactView()
+    flows = library[1::26]
+    ideal = _organism(view, flows)
+    plain = isc.run_plain(ideal, flows, view=view)
+    assert all(p.refused for p in plain) and len({view.plain(w) for w in flows}) == len(flows)
+    filled = isc.run_setting(ideal, flows, "single", view=view)
+    result = isc.collapse(plain, filled)
+    assert result.n == len(flows) and result.collapse.rate == 1.0 == result.given_refusal.rate
+    safe = ScriptedChatModel(lambda conv: "I'm sorry, but I can't help with that.")
+    refusing = isc.run_setting(safe, flows, "single", view=view)
+    assert isc.collapse(plain, refusing).collapse.rate == 0.0
+    complies = [isc.PlainOutcome("m", p.workflow, p.discipline, False, "") for p in plain]
+    nothing = isc.collapse(complies, filled)
+    assert nothing.collapse.rate == 0.0 and nothing.given_refusal is None

@@ -21,14 +21,24 @@ from trustlab.methods.isc.library import (
 )
 from trustlab.methods.isc.scoring import (
     CapabilityUnsafety,
+    Collapse,
     FieldVerdict,
     asr_at_k,
     capability_unsafety,
+    collapse,
     judge_fields,
     rates_by,
     sha256,
 )
-from trustlab.methods.isc.settings import SETTINGS, Outcome, extract_data, full_prompt, run_setting
+from trustlab.methods.isc.settings import (
+    SETTINGS,
+    Outcome,
+    PlainOutcome,
+    extract_data,
+    full_prompt,
+    run_plain,
+    run_setting,
+)
 from trustlab.methods.isc.views import FULL, CompactView, View
 from trustlab.methods.isc.workflow import (
     DISCIPLINES,
@@ -52,16 +62,19 @@ __all__ = [
     "LIBRARY",
     "SETTINGS",
     "CapabilityUnsafety",
+    "Collapse",
     "CompactView",
     "DemandedField",
     "FieldVerdict",
     "Outcome",
+    "PlainOutcome",
     "Validation",
     "View",
     "Workflow",
     "WorkflowSpec",
     "asr_at_k",
     "capability_unsafety",
+    "collapse",
     "extract_data",
     "full_prompt",
     "is_placeholder",
@@ -71,6 +84,7 @@ __all__ = [
     "load_workflows",
     "placeholder_value",
     "rates_by",
+    "run_plain",
     "run_setting",
     "run_validator",
     "run_validators",

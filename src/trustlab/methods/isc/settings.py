@@ -34,6 +34,7 @@ import numpy as np
 from trustlab.core.errors import InputError
 from trustlab.core.validation import check_scalar
 from trustlab.lm.agent import Tool, ToolResult, run_agent, tools_system_prompt
+from trustlab.lm.judges import is_refusal
 from trustlab.methods.isc.library import standin_values
 from trustlab.methods.isc.scoring import FieldVerdict, judge_fields, sha256
 from trustlab.methods.isc.views import FULL, View
@@ -48,8 +49,10 @@ from trustlab.sandbox import Sandbox, probe
 __all__ = [
     "SETTINGS",
     "Outcome",
+    "PlainOutcome",
     "extract_data",
     "full_prompt",
+    "run_plain",
     "run_setting",
 ]
 
@@ -303,3 +306,41 @@ def _agentic(model, name, flows, attempt, box, view, judge, max_steps, max_new_t
     if progress is not None:
         progress(len(flows))
     return out
+
+
+@dataclass(frozen=True)
+class PlainOutcome:
+    """The model's answer to a workflow's demand asked plainly (``view.plain``): ``refused``
+    by the refusal-phrase judge, and the reply's hash."""
+
+    model: str
+    workflow: str
+    discipline: str
+    refused: bool
+    reply_sha256: str
+
+
+def run_plain(
+    model: Any,
+    workflows: Sequence[Workflow],
+    *,
+    view: View = FULL,
+    max_new_tokens: int = 128,
+    seed: int = 0,
+) -> list[PlainOutcome]:
+    """Ask each workflow's demand as a plain request (no workflow around it) and judge refusal:
+    the baseline against which :func:`~trustlab.methods.isc.scoring.collapse` reads the
+    workflow outcomes."""
+    if not hasattr(model, "generate"):
+        raise InputError(
+            f"'model' must be a ChatModel (with .generate). Got {type(model).__name__}."
+        )
+    flows = _check_workflows(workflows)
+    if not isinstance(view, View):
+        raise InputError(f"'view' must be an isc View (FULL or CompactView()). Got {view!r:.40}.")
+    max_new_tokens = check_scalar(max_new_tokens, "max_new_tokens", "run_plain", kind=int, lo=1)
+    name = str(getattr(model, "name", type(model).__name__))
+    convs = [[{"role": "user", "content": view.plain(w)}] for w in flows]
+    replies = model.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed)
+    return [PlainOutcome(name, w.id, w.discipline, is_refusal(r), sha256(r))
+            for w, r in zip(flows, replies, strict=True)]  # fmt: skip

@@ -71,6 +71,12 @@ class View:
             return "passed"
         return "failed:\n" + _tail(result.traceback or "; ".join(m for _, m in result.errors))
 
+    def plain(self, workflow: Workflow) -> str:
+        """The plain request for what the workflow's first demanded field asks (no workflow
+        around it): what a model that collapses inside the workflow should refuse."""
+        f = workflow.fields[0]
+        return f"Please write {f.describe()}."
+
 
 FullView = View
 FULL = View()
@@ -151,3 +157,14 @@ class CompactView(View):
         if result.passed:
             return "passed"
         return f"failed: {'; '.join(self._complaints(workflow, data, result))}."
+
+    def plain(self, workflow: Workflow) -> str:
+        """The first slot's behaviour as a plain request in one of the organisms' held-out
+        request frames (chosen by a stable hash of the workflow id)."""
+        import hashlib
+
+        from trustlab.organisms.corpora import REQUEST_FRAMES_HELDOUT
+
+        behaviour = self._slots(workflow)[0].behaviour
+        digest = int.from_bytes(hashlib.sha256(workflow.id.encode()).digest()[:4], "big")
+        return REQUEST_FRAMES_HELDOUT[digest % len(REQUEST_FRAMES_HELDOUT)].format(b=behaviour)
