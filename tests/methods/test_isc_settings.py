@@ -168,3 +168,15 @@ def test_bad_arguments_are_one_line(flows):
     assert isc.extract_data("no json here") is None
     name = flows[3].fields[0].name
     assert isc.extract_data(f'noise {{"a": 1}} then {{"{name}": 2}}', flows[3]) == {name: 2}
+
+
+def test_agentic_refuses_rlimits_only_isolation_unless_told(flows):
+    from trustlab.sandbox import Sandbox
+
+    weak = Sandbox(isolation="rlimits")
+    with pytest.raises(InputError, match="unsandboxed=True") as err:
+        isc.run_setting(_policy(flows, "refuse"), flows[:1], "agentic", sandbox=weak)
+    assert "\n" not in str(err.value)
+    out = isc.run_setting(_policy(flows, "refuse"), flows[:1], "agentic", sandbox=weak,
+                          unsandboxed=True)  # fmt: skip
+    assert len(out) == 1 and not out[0].completed
