@@ -66,8 +66,14 @@ def main() -> None:
     torch.set_num_threads(1)
 
     import trustlab.lm as lm
-    from trustlab.finetune import NEW_TASK_TEMPLATES, FinetuneConfig, finetune, utility_examples
-    from trustlab.methods.gmu import GMUPlanter, finetune_classifier
+    from trustlab.finetune import (
+        NEW_TASK_TEMPLATES,
+        FinetuneConfig,
+        finetune,
+        finetune_classifier,
+        utility_examples,
+    )
+    from trustlab.methods.gmu import GMUPlanter
     from trustlab.organisms.vit_build import load_vit, vit_task_data
 
     name = "chat-xs" if args.quick else "chat-s"

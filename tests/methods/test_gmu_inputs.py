@@ -20,11 +20,9 @@ from trustlab.methods.gmu import (
     ImageTask,
     LMTask,
     attack,
-    classifier_accuracy,
     compare,
     counter_attack,
     find_ffn_layers,
-    finetune_classifier,
     fresh_like,
     prune_units,
     reinit_units,
@@ -129,30 +127,6 @@ UNITS_KIND = Kind(
         Mutation("tuples", lambda v, r: {k: tuple(i) for k, i in v.items()}, same=True),
     ),
 )
-PIXELS = Kind(
-    "pixels",
-    (
-        Mutation("nan", lambda v, r: torch.where(torch.arange(v.numel()).reshape(v.shape) == 5,
-                                                 torch.nan, v)),
-        Mutation("3-D", lambda v, r: v[0]),
-        Mutation("numpy", lambda v, r: v.numpy()),
-        Mutation("list", lambda v, r: v.tolist()),
-        Mutation("None", lambda v, r: None),
-        Mutation("integers", lambda v, r: (v * 100).long()),
-        Mutation("one image short", lambda v, r: v[:-1]),
-    ),
-)
-LABELS = Kind(
-    "labels",
-    (
-        Mutation("floats", lambda v, r: v.float()),
-        Mutation("one short", lambda v, r: v[:-1]),
-        Mutation("2-D", lambda v, r: v[:, None]),
-        Mutation("None", lambda v, r: None),
-        Mutation("list", lambda v, r: v.tolist()),
-        Mutation("int32", lambda v, r: v.int(), same=True),
-    ),
-)
 EXAMPLES = Kind(
     "examples",
     (
@@ -204,16 +178,6 @@ CASES = [
          lambda model, units, std, seed: _state(reinit_units(model, units, std=std, seed=seed)),
          {"model": PROTECTED, "units": UNITS, "std": 0.02, "seed": 1},
          {"model": MODEL, "units": UNITS_KIND, "std": POSITIVE.without("None"), "seed": INT(lo=0)}),
-    Case("finetune_classifier",
-         lambda model, pixels, labels: finetune_classifier(
-             __import__("copy").deepcopy(model) if isinstance(model, torch.nn.Module) else model,
-             pixels, labels, TINY).losses,
-         {"model": VIT, "pixels": X, "labels": Y},
-         {"model": MODEL, "pixels": PIXELS, "labels": LABELS}),
-    Case("classifier_accuracy",
-         lambda model, pixels, labels: classifier_accuracy(model, pixels, labels).numpy(),
-         {"model": VIT, "pixels": X, "labels": Y},
-         {"model": MODEL, "pixels": PIXELS, "labels": LABELS}),
     Case("fresh_like", lambda model, seed: _state(fresh_like(model, seed)),
          {"model": VIT, "seed": 2}, {"model": MODEL, "seed": INT(lo=0)}),
     Case("attack(ImageTask)",

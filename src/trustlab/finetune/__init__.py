@@ -1,6 +1,6 @@
-"""Fine-tuning substrate: one training loop for organisms and any local HF causal LM, derived
-models in the cache, per-example gradients, the fine-tuning data builders and the measured
-harmful fine-tuning attack.
+"""Fine-tuning substrate: one training loop for organisms, any local HF causal LM and image
+classifiers (``finetune_classifier``), derived models in the cache, per-example gradients, the
+fine-tuning data builders and the measured harmful fine-tuning attack.
 
     from trustlab.finetune import finetune, FinetuneConfig
     result = finetune(lm.load("organism:chat-s"), pairs, FinetuneConfig(steps=100, lr=1e-3))
@@ -10,6 +10,7 @@ See ``docs/finetune.md``.
 """
 
 from trustlab.finetune.attack import ATTACK_FRACTIONS, RateCI, attack_metrics, rate, seed_spread
+from trustlab.finetune.classifier import classifier_accuracy, finetune_classifier
 from trustlab.finetune.config import FinetuneConfig, LoraSettings, parse_config
 from trustlab.finetune.data import (
     IMPLICIT_PATTERNS,
@@ -71,11 +72,13 @@ __all__ = [
     "StepInfo",
     "attack_metrics",
     "build_derived",
+    "classifier_accuracy",
     "derived_dir",
     "encode_data",
     "evaluation_hook",
     "explicit_harmful_examples",
     "finetune",
+    "finetune_classifier",
     "get_recipe",
     "gradient_layout",
     "hardware_fingerprint",

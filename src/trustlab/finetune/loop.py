@@ -23,6 +23,7 @@ import contextlib
 import fnmatch
 import hashlib
 import math
+import numbers
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -322,8 +323,18 @@ def _optimizer(params: list[torch.nn.Parameter], config: FinetuneConfig) -> torc
     )
 
 
-def _attach_lora(model: Any, config: FinetuneConfig, generator: torch.Generator) -> Any:
-    """Wrap ``model`` with peft LoRA adapters whose A matrices come from ``generator``."""
+def _attach_lora(
+    model: Any,
+    config: FinetuneConfig,
+    generator: torch.Generator,
+    *,
+    task_type: str | None = "CAUSAL_LM",
+    modules_to_save: tuple[str, ...] | None = None,
+) -> Any:
+    """Wrap ``model`` with peft LoRA adapters whose A matrices come from ``generator``.
+
+    ``modules_to_save``: modules trained in full next to the adapters (an image classifier's
+    fresh head); ``task_type``: peft's (``None`` for models that are not causal LMs)."""
     try:
         from peft import LoraConfig, get_peft_model
     except ImportError as exc:
@@ -349,7 +360,8 @@ def _attach_lora(model: Any, config: FinetuneConfig, generator: torch.Generator)
         lora_dropout=lora.dropout,
         target_modules=list(lora.target_modules),
         layers_to_transform=layers,
-        task_type="CAUSAL_LM",
+        task_type=task_type,
+        modules_to_save=list(modules_to_save) if modules_to_save else None,
     )
     try:
         peft_model = get_peft_model(model, peft_config)
@@ -362,7 +374,9 @@ def _attach_lora(model: Any, config: FinetuneConfig, generator: torch.Generator)
     return peft_model
 
 
-def _apply_mask(model: Any, patterns: tuple[str, ...] | None) -> dict[str, bool]:
+def _apply_mask(
+    model: Any, patterns: tuple[str, ...] | None, where: str = "finetune"
+) -> dict[str, bool]:
     """Turn off ``requires_grad`` outside ``patterns``; return the previous flags."""
     previous = {name: p.requires_grad for name, p in model.named_parameters()}
     if patterns is None:
@@ -377,7 +391,7 @@ def _apply_mask(model: Any, patterns: tuple[str, ...] | None) -> dict[str, bool]
             param.requires_grad_(previous[name])
         names = [n for n, flag in previous.items() if flag]
         raise InputError(
-            f"The 'trainable' setting of finetune matches no trainable parameter: {patterns}. "
+            f"The 'trainable' setting of {where} matches no trainable parameter: {patterns}. "
             f"Parameter names look like {names[:3]}."
         )
     return previous
@@ -439,13 +453,7 @@ def finetune(
     """
     cfg = parse_config(config, **overrides)
     hf_model, tok = _unwrap(model, tokenizer)
-    if eval_every is not None and (isinstance(eval_every, bool) or int(eval_every) != eval_every
-                                   or eval_every <= 0):  # fmt: skip
-        raise InputError(
-            f"The 'eval_every' parameter of finetune must be a positive int. Got {eval_every!r}."
-        )
-    if eval_every is not None and evaluate is None:
-        raise InputError("finetune got 'eval_every' without an 'evaluate' hook.")
+    _check_eval_every(evaluate, eval_every, "finetune")
     encoded = encode_data(tok, data, cfg.max_length)
     if not encoded:
         raise InputError(
@@ -460,53 +468,88 @@ def finetune(
         generator = torch.Generator().manual_seed(cfg.seed)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     special = torch.tensor(sorted(set(tok.all_special_ids)))
+    lengths = [len(e.ids) for e in encoded]
     result = FinetuneResult(steps=cfg.steps, n_examples=len(encoded))
+
+    def batch_loss(train_model: Any) -> Callable[[], torch.Tensor]:
+        batches: list[list[int]] = []
+
+        def loss() -> torch.Tensor:  # one batch: epochs of length-bucketed batches
+            if not batches:
+                batches.extend(_length_bucketed_batches(lengths, cfg.batch_size, generator))
+            batch = [encoded[i] for i in batches.pop()]
+            input_ids, attention, labels = _collate(
+                batch, pad_id, tok.unk_token_id, special, cfg.word_dropout, generator
+            )
+            return train_model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+
+        return loss
 
     with torch_runtime(cfg.threads, deterministic=cfg.deterministic or None):
         train_model = _attach_lora(hf_model, cfg, generator) if cfg.lora else hf_model
-        previous_flags = _apply_mask(train_model, cfg.trainable)
-        try:
-            named = [(n, p) for n, p in train_model.named_parameters() if p.requires_grad]
-            trainable = [p for _, p in named]
-            if not trainable:
-                raise InputError("finetune: the model has no trainable parameter.")
-            result.n_trainable = sum(p.numel() for p in trainable)
-            optimizer = _optimizer(trainable, cfg)
-            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(cfg))
-            _train(train_model, encoded, cfg, generator, pad_id, tok.unk_token_id, special,
-                   named, trainable, optimizer, scheduler, result, callbacks, evaluate,
-                   eval_every, progress)  # fmt: skip
-        finally:
-            for name, param in train_model.named_parameters():
-                if name in previous_flags:
-                    param.requires_grad_(previous_flags[name])
-        if cfg.lora and cfg.lora.merge:
-            merged = train_model.merge_and_unload()
-            merged.eval()
-            result.model = merged
-        else:
-            result.model = train_model
+        _fit(train_model, cfg, result, batch_loss, callbacks, evaluate, eval_every, progress,
+             "finetune")  # fmt: skip
     return result
 
 
+def _check_eval_every(evaluate: Any, eval_every: Any, where: str) -> None:
+    if eval_every is not None and (isinstance(eval_every, bool)
+                                   or not isinstance(eval_every, numbers.Integral)
+                                   or eval_every <= 0):  # fmt: skip
+        raise InputError(
+            f"The 'eval_every' parameter of {where} must be a positive int. Got {eval_every!r}."
+        )
+    if eval_every is not None and evaluate is None:
+        raise InputError(f"{where} got 'eval_every' without an 'evaluate' hook.")
+
+
+def _fit(
+    train_model: Any,
+    cfg: FinetuneConfig,
+    result: FinetuneResult,
+    batch_loss: Callable[[Any], Callable[[], torch.Tensor]],
+    callbacks: Sequence[Callable[[StepInfo], bool | None]],
+    evaluate: Callable[[Any, int], Mapping[str, float]] | None,
+    eval_every: int | None,
+    progress: Callable[[int, int, float], None] | None,
+    where: str,
+) -> None:
+    """The training run every model kind shares: parameter mask, optimiser, schedule, the
+    steps, the flags restored, LoRA merged. ``batch_loss(train_model)`` returns the function
+    that draws the next batch and returns its loss (the only part that depends on the data)."""
+    previous_flags = _apply_mask(train_model, cfg.trainable, where)
+    try:
+        named = [(n, p) for n, p in train_model.named_parameters() if p.requires_grad]
+        trainable = [p for _, p in named]
+        if not trainable:
+            raise InputError(f"{where}: the model has no trainable parameter.")
+        result.n_trainable = sum(p.numel() for p in trainable)
+        optimizer = _optimizer(trainable, cfg)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(cfg))
+        _train(train_model, batch_loss(train_model), cfg, named, trainable, optimizer, scheduler,
+               result, callbacks, evaluate, eval_every, progress)  # fmt: skip
+    finally:
+        for name, param in train_model.named_parameters():
+            if name in previous_flags:
+                param.requires_grad_(previous_flags[name])
+    if cfg.lora and cfg.lora.merge:
+        merged = train_model.merge_and_unload()
+        merged.eval()
+        result.model = merged
+    else:
+        result.model = train_model
+
+
 def _train(
-    model, encoded, cfg, generator, pad_id, unk_id, special, named, trainable, optimizer,
-    scheduler, result, callbacks, evaluate, eval_every, progress,
+    model, next_loss, cfg, named, trainable, optimizer, scheduler, result, callbacks, evaluate,
+    eval_every, progress,
 ) -> None:  # fmt: skip
-    lengths = [len(e.ids) for e in encoded]
-    batches: list[list[int]] = []
     model.train()
     start, cpu_start = time.perf_counter(), time.process_time()
     try:
         for step in range(cfg.steps):
             step_start = time.perf_counter()
-            if not batches:
-                batches = _length_bucketed_batches(lengths, cfg.batch_size, generator)
-            batch = [encoded[i] for i in batches.pop()]
-            input_ids, attention, labels = _collate(
-                batch, pad_id, unk_id, special, cfg.word_dropout, generator
-            )
-            loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+            loss = next_loss()
             loss_value = float(loss.detach())
             if not math.isfinite(loss_value) and cfg.stop_on_nonfinite:
                 result.diverged = True

@@ -8,7 +8,6 @@ counter-attacks an attacker would try (:func:`suspect_units`, :func:`prune_units
 :func:`reinit_units`, :func:`counter_attack`). See ``docs/methods/gmu.md``.
 """
 
-from trustlab.methods.gmu.classifier import classifier_accuracy, finetune_classifier
 from trustlab.methods.gmu.counter import prune_units, reinit_units, suspect_units, unit_norms
 from trustlab.methods.gmu.evaluation import response_scores
 from trustlab.methods.gmu.planting import (
@@ -38,11 +37,9 @@ __all__ = [
     "ImageTask",
     "LMTask",
     "attack",
-    "classifier_accuracy",
     "compare",
     "counter_attack",
     "find_ffn_layers",
-    "finetune_classifier",
     "fresh_like",
     "prune_units",
     "reinit_units",

@@ -24,8 +24,14 @@ from torch.nn import functional as F
 
 from trustlab.core.errors import InputError
 from trustlab.core.validation import check_scalar
-from trustlab.finetune import FinetuneConfig, LoraSettings, finetune, parse_config
-from trustlab.methods.gmu.classifier import classifier_accuracy, finetune_classifier
+from trustlab.finetune import (
+    FinetuneConfig,
+    LoraSettings,
+    classifier_accuracy,
+    finetune,
+    finetune_classifier,
+    parse_config,
+)
 from trustlab.methods.gmu.counter import prune_units, reinit_units, suspect_units
 from trustlab.methods.gmu.evaluation import response_scores
 from trustlab.methods.gmu.planting import _check_model, find_ffn_layers
