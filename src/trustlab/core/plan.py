@@ -38,6 +38,10 @@ REFERENCE_RUN_S: dict[str, float] = {
     "research-net": 49.0,
     "teaming": 54.0,
     "sae-idempotency": 98.0,
+    # built from measured parts, not one timed run: 29 fine-tuning runs per organism at 1.5
+    # CPU-s (chat-s, 40 steps of batch 16) and 3.1 CPU-s (vit-xs, 100 steps of batch 64) each,
+    # plus ~20 CPU-s of loading, release checks and figures (docs/methods/gmu.md, Speed)
+    "gmu": 155.0,
     "rheology": 108.0,
     "lisa": 214.0,
     "toolcall": 217.0,
