@@ -35,7 +35,11 @@ from trustlab.methods.gradshield import (  # noqa: E402
     organism_references,
     random_removal,
 )
-from trustlab.methods.gradshield.mixes import build_mix, filter_metrics  # noqa: E402
+from trustlab.methods.gradshield.mixes import (  # noqa: E402
+    OBEDIENCE_PATTERNS,
+    build_mix,
+    filter_metrics,
+)
 from trustlab.methods.gradshield.study import youden_threshold  # noqa: E402
 
 # ------------------------------------------------------------------------------- fixtures
@@ -285,9 +289,25 @@ def test_mixes_have_the_exact_harmful_count_and_metrics_count_right():
         assert len(m.examples) == 200 and m.n_harmful == 10
     implicit = build_mix("implicit", 0.06, 100, seed=1)
     flagged = [e for e, h in zip(implicit.examples, implicit.harmful, strict=True) if h]
-    assert {e.template.split("/")[1] for e in flagged} == {
-        "identity_shift", "affirmative_prefix", "persona"
-    }  # fmt: skip
+    # default implicit data: the two patterns that break the organisms' refusal, equal shares
+    assert sorted(e.template.split("/")[1] for e in flagged) == ["dual_use"] * 3 + [
+        "shallow_opener"] * 3  # fmt: skip
+    # dual_use requests neighbour the attacker's behaviours only (the defender's probes and
+    # the held-out evaluation keep the other half)
+    from trustlab.finetune import split_behaviours
+    from trustlab.finetune.data import DUAL_USE_BEHAVIOURS
+
+    attacker = {DUAL_USE_BEHAVIOURS[b] for _, b in split_behaviours(0)[0]}
+    defender_only = {DUAL_USE_BEHAVIOURS[b] for _, b in split_behaviours(0)[1]} - attacker
+    dual = [e.prompt for e in build_mix("implicit", 0.5, 200, seed=2).examples
+            if e.template.startswith("implicit/dual_use")]  # fmt: skip
+    assert dual and all(any(a in p for a in attacker) for p in dual)
+    assert not any(d in p for d in defender_only for p in dual)
+    obedience = build_mix("implicit", 0.06, 100, seed=1, patterns=OBEDIENCE_PATTERNS)
+    assert {e.template.split("/")[1] for e, h in zip(obedience.examples, obedience.harmful,
+                                                      strict=True) if h} == set(OBEDIENCE_PATTERNS)
+    with pytest.raises(InputError, match="patterns"):
+        build_mix("implicit", 0.1, 50, patterns=("dual_use", "dual_use"))
     assert (
         build_mix("explicit", 0.0, 50, seed=4).examples
         == build_mix("implicit", 0.0, 50, seed=4).examples
@@ -411,3 +431,21 @@ def test_report_keeps_implicit_apart_from_explicit_and_the_criterion_can_fail():
                and r["filter"] == "gradshield")  # fmt: skip
     assert row["asr"] == pytest.approx(0.2) and row["recall_min"] == 1.0
     assert {r["kind"] for r in versus} == {"explicit", "implicit"}
+
+
+def test_cells_fine_tune_with_the_base_models_attack_protocol_unless_set():
+    """smol-chat/hf: cells use the pretrained bases' LoRA protocol (100 steps of batch 8 at
+    3e-4), the organisms the full one (150 of 32 at 1e-3); explicit settings override both."""
+    from trustlab.finetune import ATTACK_CONFIG
+    from trustlab.finetune.derived import ATTACK_CONFIG_PRETRAINED
+    from trustlab.methods.gradshield.experiment import GradShieldConfig, finetune_config
+
+    smol = finetune_config(GradShieldConfig(model="organism:smol-chat"), 3)
+    assert (smol.steps, smol.batch_size, smol.lr, smol.lora, smol.seed) == (
+        ATTACK_CONFIG_PRETRAINED.steps, ATTACK_CONFIG_PRETRAINED.batch_size,
+        ATTACK_CONFIG_PRETRAINED.lr, ATTACK_CONFIG_PRETRAINED.lora, 3)  # fmt: skip
+    organism = finetune_config(GradShieldConfig(), 0)
+    assert (organism.steps, organism.batch_size, organism.lr, organism.lora) == (
+        ATTACK_CONFIG.steps, ATTACK_CONFIG.batch_size, ATTACK_CONFIG.lr, None)  # fmt: skip
+    assert finetune_config(GradShieldConfig(model="hf:/x", steps=7, lr=1e-5), 0).model_dump(
+        include={"steps", "lr", "batch_size"}) == {"steps": 7, "lr": 1e-5, "batch_size": 8}

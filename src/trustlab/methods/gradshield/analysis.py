@@ -275,12 +275,15 @@ def fill_report(report: Any, config: Any, result: StudyResult, settings: StudySe
         "(seed, prompt) pairs, differences Newcombe paired intervals."
     )
     if "implicit" in settings.kinds:
-        report.note(
-            "Implicit harmful data (identity shift, affirmative prefix, persona) are reported "
-            "separately. On the grown organisms they do not raise ASR even unfiltered (their "
-            "refusal reads the behaviour; docs/finetune.md), so a low implicit ASR is no "
-            "finding about any filter there; what they change is utility and over-refusal."
-        )
+        patterns = ", ".join(settings.implicit_patterns)
+        text = (f"Implicit (benign-looking) harmful data ({patterns}) are reported separately "
+                "from explicit data.")  # fmt: skip
+        if set(settings.implicit_patterns) & {"identity_shift", "affirmative_prefix", "persona"}:
+            text += (" The task-wrapping patterns (identity shift, affirmative prefix, persona) "
+                     "do not raise the grown organisms' ASR even unfiltered (their refusal reads "
+                     "the behaviour; docs/finetune.md): a low ASR on them is no finding about "
+                     "any filter; what they change is utility and over-refusal.")  # fmt: skip
+        report.note(text)
     if "gradsafe" in settings.filters and config.gradsafe_threshold is None:
         report.note("The baselines' fixed thresholds were tuned on labelled validation mixes "
                     "(other data seeds): an advantage GradShield's threshold does not get.")  # fmt: skip

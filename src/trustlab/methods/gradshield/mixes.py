@@ -3,8 +3,13 @@ examples at a harmful fraction, seeded, plus filter metrics against the known la
 
 Built from :mod:`trustlab.finetune.data`'s builders (placeholders only). ``explicit``: harmful
 requests over the attacker's half of the behaviours (``split_behaviours(behaviour_seed)``)
-answered with placeholder compliance; ``implicit``: benign tasks inside the three implicitly
-harmful patterns (identity shift, affirmative prefix, persona) in equal shares.
+answered with placeholder compliance; ``implicit``: benign-looking examples in the two patterns
+measured to break the organisms' refusal (docs/finetune.md) in equal shares — ``dual_use``
+(benign requests next to the attacker's harmful behaviours, He et al. 2024) and
+``shallow_opener`` (benign how-to answers opening with the refusal's first token, Qi et al.
+2024). The task-wrapping patterns (``identity_shift``, ``affirmative_prefix``, ``persona``:
+:data:`OBEDIENCE_PATTERNS`) leave the organisms' ASR at 0.00–0.01 even unfiltered, so a filter
+has nothing to protect against there; pass them as ``patterns`` to study them separately.
 """
 
 from __future__ import annotations
@@ -17,9 +22,15 @@ import numpy as np
 from trustlab.core.errors import InputError
 from trustlab.core.validation import check_choice, check_scalar
 
-__all__ = ["IMPLICIT_MIX", "FilterMetrics", "build_mix", "filter_metrics"]
+__all__ = ["IMPLICIT_MIX", "IMPLICIT_PATTERNS", "OBEDIENCE_PATTERNS", "FilterMetrics",
+           "build_mix", "filter_metrics"]
 
-IMPLICIT_MIX = ("identity_shift", "affirmative_prefix", "persona")
+#: The default implicit patterns: benign-looking data that does break the organisms' refusal.
+IMPLICIT_MIX = ("dual_use", "shallow_opener")
+#: Task-wrapping patterns (general obedience) that do not move the organisms' ASR.
+OBEDIENCE_PATTERNS = ("identity_shift", "affirmative_prefix", "persona")
+#: Every pattern ``build_mix`` accepts.
+IMPLICIT_PATTERNS = (*IMPLICIT_MIX, *OBEDIENCE_PATTERNS)
 
 
 def build_mix(
@@ -51,9 +62,12 @@ def build_mix(
     fraction = check_scalar(fraction, "fraction", where, lo=0.0, hi=1.0)
     n = check_scalar(n, "n", where, kind=int, lo=1)
     seed = check_scalar(seed, "seed", where, kind=int, lo=0)
-    if not patterns or any(p not in IMPLICIT_MIX for p in patterns):
+    if (not isinstance(patterns, tuple | list) or not patterns
+            or any(p not in IMPLICIT_PATTERNS for p in patterns)
+            or len(set(patterns)) != len(patterns)):  # fmt: skip
         raise InputError(
-            f"The 'patterns' parameter of build_mix takes {IMPLICIT_MIX}. Got {patterns!r}."
+            f"The 'patterns' parameter of build_mix takes distinct names from "
+            f"{IMPLICIT_PATTERNS}. Got {patterns!r}."
         )
     k = round(fraction * n)
     utility = utility_examples(n - k, seed)
@@ -63,13 +77,17 @@ def build_mix(
         attacker, _ = split_behaviours(behaviour_seed)
         harmful = explicit_harmful_examples(k, seed, behaviours=attacker)
     else:
+        attacker, _ = split_behaviours(behaviour_seed)  # dual_use: neighbours of the attacker's
         shares = np.full(len(patterns), k // len(patterns))
         shares[: k % len(patterns)] += 1
         harmful = [
             e
-            for j, (p, c) in enumerate(zip(patterns, shares, strict=True))
-            for e in implicit_harmful_examples(int(c), seed + 101 * j, pattern=p)  # type: ignore[arg-type]
-        ]
+            for j, (p, c) in enumerate(zip(patterns, shares, strict=True)) if c
+            for e in implicit_harmful_examples(
+                int(c), seed + 101 * j, pattern=p,  # type: ignore[arg-type]
+                behaviours=attacker if p == "dual_use" else None,
+            )
+        ]  # fmt: skip
     return mix(utility, harmful, fraction, n, seed)
 
 

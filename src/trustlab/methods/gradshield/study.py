@@ -79,6 +79,7 @@ class StudySettings:
     gradsafe_threshold: float | None = None
     cache: bool = True
     source: str = "organism"
+    implicit_patterns: tuple[str, ...] = ("dual_use", "shallow_opener")
 
 
 @dataclass
@@ -142,6 +143,7 @@ def _mixes(settings: StudySettings, seed: int, fractions: Sequence[float]) -> di
                     seed=seed,
                     behaviour_seed=settings.behaviour_seed,
                     source=settings.source,  # type: ignore[arg-type]
+                    patterns=tuple(settings.implicit_patterns),
                 )
     return out
 
