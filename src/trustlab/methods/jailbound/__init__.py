@@ -24,6 +24,13 @@ from trustlab.methods.jailbound.search import (
     allowed_suffix_tokens,
     materialise,
 )
+from trustlab.methods.jailbound.study import (
+    METHODS,
+    AttackRecord,
+    attack_transforms,
+    make_search,
+    search_attacks,
+)
 from trustlab.methods.jailbound.taxonomy import (
     AttackType,
     Cell,
@@ -40,7 +47,9 @@ from trustlab.methods.jailbound.taxonomy import (
 
 __all__ = [
     "GRADIENT_COST",
+    "METHODS",
     "SUFFIX_SLOT",
+    "AttackRecord",
     "AttackType",
     "Cell",
     "CoverageReport",
@@ -56,11 +65,14 @@ __all__ = [
     "TaxonomyItem",
     "TemplateMetaAttackGenerator",
     "allowed_suffix_tokens",
+    "attack_transforms",
     "behaviour_placeholder",
     "coverage_report",
     "default_coverage",
     "default_taxonomy_path",
     "list_items",
     "load_taxonomy",
+    "make_search",
     "materialise",
+    "search_attacks",
 ]

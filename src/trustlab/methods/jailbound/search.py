@@ -72,11 +72,18 @@ __all__ = [
 GRADIENT_COST = 3
 
 
+def _check_model(model: Any, where: str) -> None:
+    if not all(hasattr(model, a) for a in ("tokenizer", "n_embeddings", "embed_batch")):
+        raise InputError(f"The 'model' parameter of {where} must be a trustlab.lm.LanguageModel "
+                         f"(lm.load(spec)). Got {type(model).__name__}.")
+
+
 def allowed_suffix_tokens(model: Any) -> list[int]:
     """Token ids a suffix may use: every non-special token that survives the round trip through
     text on its own (decoded after a word and a space, it tokenizes back to itself) and decodes
     to something other than whitespace. A suffix made of them can still merge across tokens;
     :func:`materialise` checks the whole suffix."""
+    _check_model(model, "allowed_suffix_tokens")
     tok = model.tokenizer
     special = set(getattr(tok, "all_special_ids", []))
     keep = []
@@ -104,6 +111,7 @@ class SuffixProblem:
 
     def __init__(self, model: Any, prompt: Any, target: str = "Sure, here is",
                  *, direction: torch.Tensor | None = None, layer: int | None = None) -> None:
+        _check_model(model, "SuffixProblem")
         if isinstance(prompt, str):
             if not prompt.strip():
                 raise InputError("The 'prompt' parameter of SuffixProblem is an empty string.")
@@ -280,10 +288,11 @@ class _BaseSearch:
 
     def _check(self, problem: Any) -> None:
         where = type(self).__name__
-        check_scalar(self.n_tokens, "n_tokens", where, kind=int, lo=1, hi=64)
-        check_scalar(self.budget, "budget", where, kind=int, lo=1)
-        check_scalar(self.n_candidates, "n_candidates", where, kind=int, lo=1, hi=4096)
-        check_scalar(self.seed, "seed", where, kind=int, lo=0)
+        self._k = check_scalar(self.n_tokens, "n_tokens", where, kind=int, lo=1, hi=64)
+        self._budget = check_scalar(self.budget, "budget", where, kind=int, lo=1)
+        self._ncand = check_scalar(self.n_candidates, "n_candidates", where, kind=int, lo=1,
+                                   hi=4096)
+        self._seed = check_scalar(self.seed, "seed", where, kind=int, lo=0)
         check_choice(self.init, "init", ("repeat", "random"), where)
         if not isinstance(problem, SuffixProblem):
             raise InputError(f"The 'problem' parameter of {where}.fit must be a SuffixProblem. "
@@ -292,17 +301,17 @@ class _BaseSearch:
     def _setup(self, problem: SuffixProblem) -> tuple[torch.Tensor, np.random.Generator]:
         self._check(problem)
         allowed = (allowed_suffix_tokens(problem.model) if self.allowed is None
-                   else [int(i) for i in self.allowed])
+                   else _check_allowed(self.allowed, type(self).__name__))
         if not allowed or min(allowed) < 0 or max(allowed) >= problem.model.n_embeddings:
             raise InputError(f"The 'allowed' parameter of {type(self).__name__} must name token "
                              f"ids in [0, {problem.model.n_embeddings - 1}].")
         self.allowed_ = torch.as_tensor(sorted(set(allowed)), dtype=torch.long)
-        rng = np.random.default_rng(self.seed)
+        rng = np.random.default_rng(self._seed)
         if self.init == "repeat":  # GCG's "! ! ! ..." start: one neutral word repeated
             tok = _init_token(problem.model, set(allowed))
-            s = torch.full((self.n_tokens,), int(tok), dtype=torch.long)
+            s = torch.full((self._k,), int(tok), dtype=torch.long)
         else:
-            s = self.allowed_[torch.as_tensor(rng.integers(0, len(self.allowed_), self.n_tokens))]
+            s = self.allowed_[torch.as_tensor(rng.integers(0, len(self.allowed_), self._k))]
         return s, rng
 
     def _start(self, problem: SuffixProblem, s: torch.Tensor) -> None:
@@ -336,6 +345,19 @@ class _BaseSearch:
         if not hasattr(self, "result_"):
             raise NotFittedError(f"{type(self).__name__} has not run: call fit(problem) first.")
         return self.result_
+
+
+def _check_allowed(value: Any, where: str) -> list[int]:
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence | torch.Tensor | np.ndarray):
+        raise InputError(f"The 'allowed' parameter of {where} must be a list of token ids. "
+                         f"Got {type(value).__name__}.")
+    out = []
+    for v in (value.tolist() if hasattr(value, "tolist") else value):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer):
+            raise InputError(f"The 'allowed' parameter of {where} must hold integer token ids. "
+                             f"Got {v!r}.")
+        out.append(int(v))
+    return out
 
 
 #: Words tried, in order, for the repeated starting suffix (the first one that is one allowed
@@ -385,9 +407,9 @@ class RandomSearch(_BaseSearch):
     def fit(self, problem: SuffixProblem) -> RandomSearch:
         s, rng = self._setup(problem)
         self._start(problem, s)
-        options = [self.allowed_] * self.n_tokens
-        while self._spent(problem) + self.n_candidates <= self.budget:
-            cands = _single_swaps(self._best[0], options, self.n_candidates, rng)
+        options = [self.allowed_] * self._k
+        while self._spent(problem) + self._ncand <= self._budget:
+            cands = _single_swaps(self._best[0], options, self._ncand, rng)
             self._consider(problem, cands)
         self._finish(problem)
         return self
@@ -405,22 +427,22 @@ class GCGSearch(_BaseSearch):
         self.topk = topk
 
     def fit(self, problem: SuffixProblem) -> GCGSearch:
-        check_scalar(self.topk, "topk", "GCGSearch", kind=int, lo=1)
+        topk = check_scalar(self.topk, "topk", "GCGSearch", kind=int, lo=1)
         s, rng = self._setup(problem)
         self._start(problem, s)
         banned = torch.ones(problem.model.n_embeddings, dtype=torch.bool)
         banned[self.allowed_] = False
-        k = self.n_tokens
+        k = self._k
         positions = list(range(len(problem.prefix_ids), len(problem.prefix_ids) + k))
-        while self._spent(problem) + GRADIENT_COST + self.n_candidates <= self.budget:
+        while self._spent(problem) + GRADIENT_COST + self._ncand <= self._budget:
             ids = problem.prefix_ids + self._best[0].tolist() + problem.post_ids
             g = _lm.token_gradients(problem.model, [ids], problem.target_ids, positions=positions)
             problem.queries += GRADIENT_COST
             scores = g.values[0].clone()  # [k, V]
             scores[:, banned] = -torch.inf
-            top = scores.topk(min(self.topk, int((~banned).sum())), dim=-1).indices
+            top = scores.topk(min(topk, int((~banned).sum())), dim=-1).indices
             cands = _single_swaps(self._best[0], [top[p] for p in range(k)],
-                                  self.n_candidates, rng)
+                                  self._ncand, rng)
             self._consider(problem, cands)
         self._finish(problem)
         return self
@@ -460,7 +482,7 @@ class DualBranchSearch(_BaseSearch):
         return "fol" if self.gradient == "first" else "zol"
 
     def _objectives(self, problem: SuffixProblem):
-        beta, kappa = float(self.beta), float(self.kappa)
+        beta, kappa = self._beta, self._kappa
 
         def value(v: torch.Tensor, grad: bool) -> torch.Tensor:
             return problem.value_objective(v, beta, grad)
@@ -480,7 +502,7 @@ class DualBranchSearch(_BaseSearch):
             (g,) = torch.autograd.grad(out, x)
             return g, float(out.detach())
         q = GRADIENT_COST - 1
-        mu = self.smoothing * self._scale
+        mu = self._smoothing * self._scale
         u = torch.randn((q, *v.shape), generator=gen)
         vals = fn(torch.cat([v.unsqueeze(0), v.unsqueeze(0) + mu * u]), False)
         g = ((vals[1:] - vals[0]).view(q, 1, 1) * u).mean(0) / mu
@@ -490,21 +512,22 @@ class DualBranchSearch(_BaseSearch):
         where = "DualBranchSearch"
         check_choice(self.gradient, "gradient", ("first", "zero"), where)
         check_choice(self.branches, "branches", ("both", "value", "boundary"), where)
-        check_scalar(self.step, "step", where, lo=0, closed="neither")
-        check_scalar(self.radius, "radius", where, lo=0, closed="neither")
-        check_scalar(self.topk, "topk", where, kind=int, lo=1)
-        check_scalar(self.beta, "beta", where, lo=0)
-        check_scalar(self.kappa, "kappa", where, lo=0)
-        check_scalar(self.smoothing, "smoothing", where, lo=0, closed="neither")
-        if self.beta and isinstance(problem, SuffixProblem) and problem.direction is None:
+        topk = check_scalar(self.topk, "topk", where, kind=int, lo=1)
+        self._beta = check_scalar(self.beta, "beta", where, lo=0)
+        self._kappa = check_scalar(self.kappa, "kappa", where, lo=0)
+        self._smoothing = check_scalar(self.smoothing, "smoothing", where, lo=0,
+                                       closed="neither")
+        step_f = check_scalar(self.step, "step", where, lo=0, closed="neither")
+        radius_f = check_scalar(self.radius, "radius", where, lo=0, closed="neither")
+        if self._beta and isinstance(problem, SuffixProblem) and problem.direction is None:
             raise InputError("DualBranchSearch's beta > 0 needs a SuffixProblem with a "
                              "refusal direction.")
         s, rng = self._setup(problem)
-        gen = torch.Generator().manual_seed(self.seed)
+        gen = torch.Generator().manual_seed(self._seed)
         table = problem._matrix[self.allowed_]  # [C, D]
         table_unit = table / table.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         self._scale = float(table.norm(dim=-1).mean())
-        step, radius = self.step * self._scale, self.radius * self._scale
+        step, radius = step_f * self._scale, radius_f * self._scale
         value_fn, boundary_fn = self._objectives(problem)
         fns = {"value": value_fn, "boundary": boundary_fn}
         active = ["value", "boundary"] if self.branches == "both" else [self.branches]
@@ -513,14 +536,14 @@ class DualBranchSearch(_BaseSearch):
         iterates = {b: start.clone() for b in active}
         boundary: dict[str, Any] = {"crossed": False, "distance": None, "queries": None,
                                     "initial_margin": None}
-        per_step = GRADIENT_COST * len(active) + self.n_candidates
-        while self._spent(problem) + per_step <= self.budget:
+        per_step = GRADIENT_COST * len(active) + self._ncand
+        while self._spent(problem) + per_step <= self._budget:
             anchor = problem.embed(self._best[0])
             options: dict[str, list[torch.Tensor]] = {}
             for b in active:
                 g, val = self._grad(fns[b], iterates[b], gen)
                 if b == "boundary":
-                    m_now = (math.log(math.expm1(-val)) - self.kappa) if val < 0 else -math.inf
+                    m_now = (math.log(math.expm1(-val)) - self._kappa) if val < 0 else -math.inf
                     if boundary["initial_margin"] is None:
                         boundary["initial_margin"] = m_now
                     if not boundary["crossed"] and m_now < 0:
@@ -534,10 +557,10 @@ class DualBranchSearch(_BaseSearch):
                 iterates[b] = anchor + delta * (radius / dn).clamp(max=1.0)
                 sims = (iterates[b] / iterates[b].norm(dim=-1, keepdim=True).clamp_min(1e-12)
                         ) @ table_unit.t()
-                top = sims.topk(min(self.topk, table.shape[0]), dim=-1).indices
-                options[b] = [self.allowed_[top[p]] for p in range(self.n_tokens)]
-            share = [self.n_candidates // len(active)] * len(active)
-            share[0] += self.n_candidates - sum(share)
+                top = sims.topk(min(topk, table.shape[0]), dim=-1).indices
+                options[b] = [self.allowed_[top[p]] for p in range(self._k)]
+            share = [self._ncand // len(active)] * len(active)
+            share[0] += self._ncand - sum(share)
             cands = torch.cat([_single_swaps(self._best[0], options[b], n, rng)
                                for b, n in zip(active, share, strict=True)])
             cands = torch.unique(cands, dim=0)
@@ -560,7 +583,9 @@ def materialise(problem: SuffixProblem, result: SearchResult, *, embedder: Any =
     ``F``), ``similarity`` and ``constrained`` (True when a better suffix was dropped for
     falling below the threshold). No suffix qualifies: the plain request (empty suffix).
     """
-    check_scalar(min_similarity, "min_similarity", "materialise", lo=-1, hi=1)
+    min_similarity = check_scalar(min_similarity, "min_similarity", "materialise", lo=-1, hi=1)
+    if not isinstance(problem, SuffixProblem):
+        raise InputError("The 'problem' parameter of materialise must be a SuffixProblem.")
     if not isinstance(result, SearchResult):
         raise InputError("The 'result' parameter of materialise must be a SearchResult.")
     if embedder is None:

@@ -226,9 +226,28 @@ class TaxonomyItem:
     attack: str
 
 
+def _check_taxonomy(value: Any, where: str) -> None:
+    if not isinstance(value, Taxonomy):
+        raise InputError(f"The 'taxonomy' parameter of {where} must be a Taxonomy "
+                         f"(load_taxonomy()). Got {type(value).__name__}.")
+
+
 def list_items(taxonomy: Taxonomy, source: str,
                rows: Iterable[tuple[str | None, str]]) -> list[TaxonomyItem]:
     """Place a plain list's ``(category, text)`` rows: mapped risk, keyword domains, direct."""
+    _check_taxonomy(taxonomy, "list_items")
+    if not isinstance(source, str):
+        raise InputError(f"The 'source' parameter of list_items must be a source name. Got "
+                         f"{type(source).__name__}.")
+    if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Iterable):
+        raise InputError(f"The 'rows' parameter of list_items must be (category, text) pairs. "
+                         f"Got {type(rows).__name__}.")
+    rows = list(rows)
+    for r in rows:
+        if not (isinstance(r, tuple | list) and len(r) == 2 and isinstance(r[1], str)
+                and (r[0] is None or isinstance(r[0], str))):
+            raise InputError(f"The 'rows' parameter of list_items must be (category, text) "
+                             f"pairs of strings. Got {r!r:.60}.")
     return [TaxonomyItem(source, taxonomy.risk_of(source, cat), taxonomy.domains_of(text), "direct")
             for cat, text in rows]  # fmt: skip
 
@@ -292,12 +311,16 @@ def coverage_report(taxonomy: Taxonomy,
                     benchmarks: Mapping[str, Iterable[TaxonomyItem | Cell]]) -> CoverageReport:
     """Count instances per cell for each benchmark. An item with several keyword domains counts
     once in each of them (a request that mentions a hospital and a bank reaches both cells)."""
+    _check_taxonomy(taxonomy, "coverage_report")
     if not isinstance(benchmarks, Mapping) or not benchmarks:
         raise InputError("The 'benchmarks' parameter of coverage_report must be a non-empty "
                          "mapping of benchmark name to items.")
     valid = {c.key for c in taxonomy.cells()}
     counts: dict[str, dict[str, int]] = {}
     for name, items in benchmarks.items():
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+            raise InputError(f"Benchmark {name!r} must be a list of TaxonomyItem or Cell. Got "
+                             f"{type(items).__name__}.")
         c = {k: 0 for k in valid}
         for it in items:
             if isinstance(it, Cell):
