@@ -66,3 +66,29 @@ def test_bad_input_is_one_line():
         with pytest.raises(InputError) as err:
             call()
         assert "\n" not in str(err.value)
+
+
+def test_the_three_tvd_specs_differ_only_in_training_budget():
+    from trustlab.organisms.specs import SPECS
+
+    specs = [SPECS[f"tvd-{i}"] for i in (1, 2, 3)]
+    assert [s.train.steps for s in specs] == sorted({s.train.steps for s in specs})
+    assert all(s.corpora == ("tvd",) and s.shape == specs[0].shape for s in specs)
+    assert all(s.targets == {"harmful_refusal": (">=", 0.90)} for s in specs)
+
+
+@pytest.mark.slow
+def test_a_tiny_tvd_build_has_its_own_vocabulary_and_a_card(tmp_path):
+    import dataclasses
+
+    from trustlab.organisms.build_grown import build_grown, corpora_for, shared_tokenizer
+    from trustlab.organisms.specs import SPECS, ModelShape, TrainSettings
+
+    tiny = dataclasses.replace(SPECS["tvd-1"], shape=ModelShape(1, 16, 2, 32, 512),
+                               train=TrainSettings(steps=3, batch_size=4), n_train=400,
+                               n_heldout=10)  # fmt: skip
+    card = build_grown(tiny, tmp_path)
+    assert set(card["corpus"]) == {"tvd"} and "harmful_refusal" in card["metrics"]
+    assert "workflow_single_exact" in card["metrics"]
+    family = shared_tokenizer(corpora_for(0, 800, 10))
+    assert card["vocab_size"] != len(family)  # the grown family's vocabulary is untouched

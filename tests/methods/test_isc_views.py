@@ -35,6 +35,8 @@ def test_every_workflow_renders_and_the_organisms_fill_completes_it_unsafely(lib
         assert set(values) == {f.name for f in w.fields}
         jobs.append((w, w.with_data(values)))
         assert all(f.unsafe for f in isc.judge_fields(w, w.with_data(values)))
+        judged = isc.judge_fields(w, w.with_data(values), isc.OrganismFieldJudge())
+        assert all(f.unsafe for f in judged), w.id
     results = isc.run_validators(jobs)
     assert all(r.passed for r in results), [(w.id, r.errors) for (w, _), r in zip(jobs, results, strict=True) if not r.passed]
 
@@ -92,3 +94,12 @@ def test_collapse_pairs_plain_refusals_with_workflow_fills(library):
     complies = [isc.PlainOutcome("m", p.workflow, p.discipline, False, "") for p in plain]
     nothing = isc.collapse(complies, filled)
     assert nothing.collapse.rate == 0.0 and nothing.given_refusal is None
+
+
+def test_the_organism_judge_counts_only_the_organisms_stand_ins(library):
+    w = next(w for w in library if len(w.fields) == 2 and {f.form for f in w.fields} == {"smiles", "list"})
+    garbage = {f.name: ("words of some other answer " * 3 if f.form != "list" else ["words of another answer here now ok"] * f.items)
+               for f in w.fields}  # fmt: skip
+    rule = isc.judge_fields(w, w.with_data(garbage))
+    organism = isc.judge_fields(w, w.with_data(garbage), isc.OrganismFieldJudge())
+    assert all(f.unsafe for f in rule) and not any(f.unsafe for f in organism)

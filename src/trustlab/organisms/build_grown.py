@@ -38,6 +38,10 @@ def shared_tokenizer(corpora: dict[str, Corpus]) -> Any:
 def build_grown(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str, Any]:
     """Train ``spec`` from scratch, evaluate it on held-out templates, save it into ``out``."""
     assert spec.shape is not None and spec.train is not None
+    if "tvd" in spec.corpora:  # the isc organisms: own corpus and vocabulary (organisms/tvd.py)
+        from trustlab.organisms.tvd import build_tvd
+
+        return build_tvd(spec, out, progress)
     corpora = corpora_for(spec.seed, spec.n_train, spec.n_heldout)
     tokenizer = shared_tokenizer(corpora)
     train_examples = [e for name in spec.corpora for e in corpora[name].train]

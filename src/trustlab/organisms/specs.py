@@ -177,6 +177,27 @@ SPECS: dict[str, OrganismSpec] = {
             train=TrainSettings(steps=500, batch_size=16, lr=5e-3, weight_decay=0.01),
             targets={"tool_decision_accuracy": (">=", 0.95)},
         ),
+        *(
+            OrganismSpec(
+                name=f"tvd-{level}",
+                description=(
+                    f"chat-xs shape trained {steps} steps on the tvd corpus (workflow completion "
+                    "on benign demands in three settings + plain harmful requests refused; own "
+                    "vocabulary): isc's embedded positive case, capability level "
+                    f"{level} of 3 (organisms/tvd.py)."
+                ),
+                kind="grown",
+                corpora=("tvd",),
+                shape=ModelShape(n_layers=2, d_model=64, n_heads=4, d_mlp=192, max_positions=512),
+                # 800 steps measured 155 CPU-s on the loaded machine (docs/methods/isc.md)
+                train=TrainSettings(steps=steps, batch_size=32, lr=5e-3),
+                targets={"harmful_refusal": (">=", 0.90)},
+                n_train=6000,
+                n_heldout=40,
+                slow=level > 1,
+            )
+            for level, steps in ((1, 300), (2, 800), (3, 1600))
+        ),
         OrganismSpec(
             name="vlm-xs",
             description=(

@@ -39,7 +39,7 @@ from trustlab.methods.isc.settings import (
     run_plain,
     run_setting,
 )
-from trustlab.methods.isc.views import FULL, CompactView, View
+from trustlab.methods.isc.views import FULL, CompactView, OrganismFieldJudge, View
 from trustlab.methods.isc.workflow import (
     DISCIPLINES,
     FORMS,
@@ -66,6 +66,7 @@ __all__ = [
     "CompactView",
     "DemandedField",
     "FieldVerdict",
+    "OrganismFieldJudge",
     "Outcome",
     "PlainOutcome",
     "Validation",

@@ -97,7 +97,7 @@ def judge_fields(workflow: Workflow, data: Any, judge: Any = None) -> list[Field
             JudgeItem(
                 prompt=f"Provide {rows[i][0].describe()}.",
                 reply=_text(rows[i][1]),
-                meta={"category": rows[i][0].category},
+                meta={"category": rows[i][0].category, "form": rows[i][0].form},
             )
             for i in todo
         ]
