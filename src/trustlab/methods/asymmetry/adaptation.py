@@ -29,7 +29,7 @@ import numpy as np
 
 from trustlab.core.errors import InputError
 from trustlab.core.validation import check_scalar
-from trustlab.methods.asymmetry.transforms import Transform
+from trustlab.methods.asymmetry.transforms import Transform, check_transform
 
 __all__ = [
     "BENIGN_KINDS",
@@ -46,12 +46,7 @@ PLACEHOLDER = "[placeholder]"
 
 
 def _check_transform(transform: Any, where: str) -> Transform:
-    if not isinstance(transform, Transform):
-        raise InputError(
-            f"The 'transform' parameter of {where} must be a Transform (make_transform). "
-            f"Got {type(transform).__name__}."
-        )
-    return transform
+    return check_transform(transform, "transform", where)
 
 
 def adaptation_data(

@@ -114,9 +114,9 @@ def _build_transform(name: str, model: str, key: int) -> Any:
             vocab = closed_vocabulary(model)
             if vocab:
                 return vocabulary_substitution(vocab, key=key)
-            from trustlab.organisms.corpora import build_chat_corpus
+            from trustlab.methods.asymmetry.study import chat_corpus
 
-            words = {w for e in build_chat_corpus(0).examples
+            words = {w for e in chat_corpus(0).examples
                      for w in re.findall(r"[^\W\d_]+", e.prompt + " " + e.response)}  # fmt: skip
             return make_transform(part, vocabulary=sorted(words), key=key)
         if part in ("substitution", "word_permutation"):
@@ -148,7 +148,12 @@ def run(config: AsymmetryConfig, ctx: RunContext) -> Report:
         finetune_adapted,
     )
     from trustlab.methods.asymmetry.scope import check_scope
-    from trustlab.methods.asymmetry.study import evaluate_pairing, prompt_sets, protocol_rows
+    from trustlab.methods.asymmetry.study import (
+        chat_corpus,
+        evaluate_pairing,
+        prompt_sets,
+        protocol_rows,
+    )
 
     rows: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
@@ -173,8 +178,9 @@ def run(config: AsymmetryConfig, ctx: RunContext) -> Report:
                         continue
                     with ctx.stage(f"adapt {label} ({adaptation})"):
                         if adaptation == "finetune":
-                            data = adaptation_data(transform, config.n_train,
-                                                   seed=ctx.seed, plain_share=config.plain_share)
+                            data = adaptation_data(transform, config.n_train, seed=ctx.seed,
+                                                   plain_share=config.plain_share,
+                                                   corpus=chat_corpus(ctx.seed))
                             summary = finetune_adapted(
                                 spec, data, _finetune_config(spec, config, ctx.seed),
                                 ctx.out_dir / "adapted" / label)  # fmt: skip
@@ -182,7 +188,8 @@ def run(config: AsymmetryConfig, ctx: RunContext) -> Report:
                             ev: Any = ForEvaluation(transform, name=tname)
                         else:
                             shots = adaptation_data(transform, config.icl_shots,
-                                                    seed=ctx.seed + 1, plain_share=1.0)
+                                                    seed=ctx.seed + 1, plain_share=1.0,
+                                                    corpus=chat_corpus(ctx.seed))
                             adapted = {"icl": None}
                             ev = InContext(transform, shots, k=config.icl_shots, name=tname)
                     with ctx.stage(f"evaluate {label} ({adaptation})"):
@@ -190,6 +197,7 @@ def run(config: AsymmetryConfig, ctx: RunContext) -> Report:
                             spec, adapted, ev, plan, max_new_tokens=config.max_new_tokens,
                             backend=ctx.backend, store=ctx.unit_store(f"evaluate-{label}-"
                                                                       f"{adaptation}"),
+                            cache_dir=ctx.out_dir / "replies",  # base cells: generated once
                             progress=ctx.progress, seed=ctx.seed)  # fmt: skip
                     for r in protocol_rows(items, tname, list(adapted),
                                            tolerance=config.tolerance,

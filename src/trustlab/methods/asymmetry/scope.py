@@ -26,6 +26,7 @@ from trustlab.methods.asymmetry.transforms import (
     Composed,
     Transform,
     WordSubstitution,
+    check_transform,
 )
 
 __all__ = [
@@ -135,11 +136,7 @@ def check_scope(model: Any, transform: Transform, *, home: str | Path | None = N
     vocabulary token of the same form. Open models (pretrained organisms, ``hf:``,
     ``openai:``): every transform is in scope.
     """
-    if not isinstance(transform, Transform):
-        raise InputError(
-            "The 'transform' parameter of check_scope must be a Transform (make_transform). "
-            f"Got {type(transform).__name__}."
-        )
+    check_transform(transform, "transform", "check_scope")
     vocab = closed_vocabulary(model, home=home)
     label = model if isinstance(model, str) else type(model).__name__
     if vocab is None:

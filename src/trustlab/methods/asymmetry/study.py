@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from trustlab.core.errors import InputError
@@ -23,9 +24,18 @@ from trustlab.methods.asymmetry.protocol import asymmetry
 from trustlab.methods.asymmetry.scope import closed_vocabulary
 from trustlab.methods.asymmetry.transforms import Transform
 
-__all__ = ["PromptPlan", "evaluate_pairing", "prompt_sets", "protocol_rows"]
+__all__ = ["PromptPlan", "chat_corpus", "evaluate_pairing", "prompt_sets", "protocol_rows"]
 
 ROLES = ("utility", "harmful", "overrefusal")
+
+
+@lru_cache(maxsize=2)
+def chat_corpus(seed: int = 0) -> Any:
+    """The organisms' chat corpus of ``seed``, built once per process (1-2 CPU-s a build): the
+    prompt sets and the adaptation data of every pairing read the same one."""
+    from trustlab.organisms.corpora import build_chat_corpus
+
+    return build_chat_corpus(int(seed))
 
 
 @dataclass(frozen=True)
@@ -73,17 +83,18 @@ def prompt_sets(
     from trustlab.datasets.prompt_sets import behaviour_prompt_set, organism_prompt_set
 
     closed = closed_vocabulary(model) is not None
-    utility = organism_prompt_set("task", n=n_utility, seed=seed)
+    corpus = chat_corpus(0)  # the corpus the organisms are built and measured on
+    utility = organism_prompt_set("task", n=n_utility, seed=seed, corpus=corpus)
     if closed:
-        harmful = organism_prompt_set("harmful", n=n_harmful, seed=seed)
-        over = organism_prompt_set("howto", n=n_overrefusal, seed=seed)
+        harmful = organism_prompt_set("harmful", n=n_harmful, seed=seed, corpus=corpus)
+        over = organism_prompt_set("howto", n=n_overrefusal, seed=seed, corpus=corpus)
         source = "organism held-out sets (task, harmful, howto)"
     else:
         try:
             harmful = behaviour_prompt_set(harmful_list, harmful=True, n=n_harmful, seed=seed)
             source = f"organism tasks, {harmful_list}, XSTest safe prompts"
         except DataError:
-            harmful = organism_prompt_set("harmful", n=n_harmful, seed=seed)
+            harmful = organism_prompt_set("harmful", n=n_harmful, seed=seed, corpus=corpus)
             source = f"organism tasks and harmful prompts ({harmful_list} absent), XSTest safe"
         over = behaviour_prompt_set("xstest", harmful=False, n=n_overrefusal, seed=seed)
     sets, dropped = {}, {}

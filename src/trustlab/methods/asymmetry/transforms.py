@@ -794,14 +794,20 @@ class Composed(Transform):
         return self.first.decode_reply(self.second.decode_reply(text))
 
 
+def check_transform(value: Any, name: str, where: str) -> Transform:
+    """``value`` if it is a :class:`Transform`, else a one-line InputError naming ``name``."""
+    if not isinstance(value, Transform):
+        raise InputError(
+            f"The '{name}' parameter of {where} must be a Transform (make_transform). "
+            f"Got {type(value).__name__}."
+        )
+    return value
+
+
 def compose(first: Transform, second: Transform) -> Composed:
     """The transform that applies ``first`` and then ``second``."""
-    for arg, value in (("first", first), ("second", second)):
-        if not isinstance(value, Transform):
-            raise InputError(
-                f"The '{arg}' parameter of compose must be a Transform. Got {type(value).__name__}."
-            )
-    return Composed(first, second)
+    return Composed(check_transform(first, "first", "compose"),
+                    check_transform(second, "second", "compose"))  # fmt: skip
 
 
 # ------------------------------------------------------------------ registry
