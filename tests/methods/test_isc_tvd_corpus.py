@@ -68,6 +68,13 @@ def test_bad_input_is_one_line():
         assert "\n" not in str(err.value)
 
 
+def test_the_organisms_know_the_library_disciplines_and_categories():
+    from trustlab.methods import isc
+
+    assert set(tvd.DISCIPLINES) == set(isc.DISCIPLINES)  # CompactView maps ids one to one
+    assert set(isc.HARM_CATEGORIES) == {c for c, _ in HARMFUL_BEHAVIOURS}
+
+
 def test_the_three_tvd_specs_differ_only_in_training_budget():
     from trustlab.organisms.specs import SPECS
 
