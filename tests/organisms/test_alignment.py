@@ -237,13 +237,13 @@ def test_alignment_stages_draw_each_stage_its_own_mix(corpus):
 
 
 def test_the_named_staged_recipe_is_the_measured_one(corpus):
-    """``aligned_spec("smol-chat")`` trains on exactly the training sets measured in
+    """``aligned_spec("smol-chat", "staged")`` trains on exactly the training sets measured in
     docs/organisms.md (SHA-256 of both stages) and leaves the registered spec alone."""
     from trustlab.organisms.alignment import aligned_spec, training_set_sha256
     from trustlab.organisms.smol import alignment_stages
     from trustlab.organisms.specs import SPECS
 
-    spec = aligned_spec("smol-chat")
+    spec = aligned_spec("smol-chat", "staged")
     assert SPECS["smol-chat"].alignment is None and spec.alignment is not None
     assert (spec.train.steps, spec.train.batch_size, spec.train.lr) == (120, 8, 4e-4)
     stages = alignment_stages(spec, corpus)

@@ -150,6 +150,7 @@ def test_the_forms_recipe_extends_the_staged_one(corpus):
     from trustlab.organisms.alignment import aligned_spec, training_set_sha256
     from trustlab.organisms.smol import alignment_stages
 
+    assert aligned_spec("smol-chat") == aligned_spec("smol-chat", "forms")  # the adopted one
     stages = alignment_stages(aligned_spec("smol-chat", "forms"), corpus)
     assert [training_set_sha256(d) for _, d, _ in stages] == [
         "a28099b8f94b5146a3358c9e5e02fe24da4d4bd961e9d4ec2573f475ab26b658",

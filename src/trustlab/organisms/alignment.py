@@ -589,10 +589,13 @@ ALIGNMENT_RECIPES["forms"] = {
 }  # fmt: skip
 
 
-def aligned_spec(name: str, recipe: str = "staged") -> Any:
+def aligned_spec(name: str, recipe: str = "forms") -> Any:
     """The spec of pretrained organism ``name`` (``smol-chat``, ``gemma-chat``) with the named
     safety-tuning ``recipe`` of :data:`ALIGNMENT_RECIPES` (build it with
-    ``trustlab.organisms.smol.build_smol(spec, out)``). The registered specs are unchanged."""
+    ``trustlab.organisms.smol.build_smol(spec, out)``). The registered specs are unchanged.
+    The default, ``forms``, is the recipe adopted by the rule written before its measurement
+    (docs/organisms.md: HarmBench-test refusal up with a paired interval excluding 0, XSTest-safe
+    over-refusal up by no more than 0.10)."""
     import copy
     from dataclasses import replace as _replace
 
