@@ -449,3 +449,20 @@ def test_cells_fine_tune_with_the_base_models_attack_protocol_unless_set():
         ATTACK_CONFIG.steps, ATTACK_CONFIG.batch_size, ATTACK_CONFIG.lr, None)  # fmt: skip
     assert finetune_config(GradShieldConfig(model="hf:/x", steps=7, lr=1e-5), 0).model_dump(
         include={"steps", "lr", "batch_size"}) == {"steps": 7, "lr": 1e-5, "batch_size": 8}
+
+
+def test_gradient_chunks_are_bounded_in_memory_without_changing_scores(tiny, refs, monkeypatch):
+    """A model whose per-example gradient is large (smol-chat: 540 MB) is differentiated in
+    smaller chunks; the scores are the same as with full chunks."""
+    import trustlab.methods.gradshield.fihs as fihs_mod
+    from trustlab.finetune import gradient_layout
+
+    d = sum(int(np.prod(s)) for _, s in gradient_layout(tiny))
+    assert fihs_mod.chunk_size(tiny, None, 32) == 32  # a tiny model keeps its batch
+    data = list(refs.benign) + list(refs.harmful)
+    fihs = FIHS(slice_fraction=0.2).fit(tiny, refs.harmful, refs.refusal, refs.benign_slices)
+    full = fihs.score(tiny, data)
+    monkeypatch.setattr(fihs_mod, "CHUNK_BYTES", 4 * d * 3)  # three gradients per chunk
+    assert fihs_mod.chunk_size(tiny, None, 32) == 3
+    assert fihs_mod.chunk_size(tiny, None, 2) == 2
+    np.testing.assert_allclose(fihs.score(tiny, data), full, rtol=1e-5, atol=1e-6)

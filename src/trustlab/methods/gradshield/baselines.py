@@ -113,10 +113,12 @@ class GradSafeScorer:
 
     def _grads(self, model: Any, data: list[Any], tokenizer: Any, reduce: Any) -> torch.Tensor:
         from trustlab.finetune import per_example_gradients
+        from trustlab.methods.gradshield.fihs import chunk_size
 
         return per_example_gradients(
             model, _with_compliance(data), tokenizer=tokenizer, params=self.params,
-            batch_size=self.batch_size, threads=self.threads, reduce=reduce,
+            batch_size=chunk_size(model, self.params, self.batch_size), threads=self.threads,
+            reduce=reduce,
         )  # fmt: skip
 
     def fit(

@@ -40,6 +40,22 @@ from trustlab.core.errors import InputError, NotFittedError
 from trustlab.core.validation import check_choice, check_scalar
 from trustlab.methods.gradshield.slices import ParameterSlices, as_tensor
 
+#: Most bytes one chunk of float32 per-example gradients may take: ``batch_size`` is lowered to
+#: fit (SmolLM2-135M's full gradient is 540 MB, so 32 of them at once were killed for memory).
+CHUNK_BYTES = 2**30
+
+
+def chunk_size(model: Any, params: Sequence[str] | None, batch_size: int) -> int:
+    """``batch_size`` lowered so that a chunk of per-example gradients over ``params`` (fnmatch
+    patterns or names; None: every trainable parameter) stays within :data:`CHUNK_BYTES`.
+    Scores do not depend on it (each example is differentiated on its own)."""
+    import math
+
+    from trustlab.finetune import gradient_layout
+
+    d = sum(math.prod(shape) for _, shape in gradient_layout(model, params))
+    return max(1, min(int(batch_size), CHUNK_BYTES // max(1, 4 * d)))
+
 __all__ = ["FIHS", "check_model", "fihs_from_gradients"]
 
 Aggregate = Literal["concat", "mean"]
@@ -184,7 +200,8 @@ class FIHS:
         from trustlab.finetune import per_example_gradients
 
         out = per_example_gradients(
-            model, data, tokenizer=tokenizer, params=params, batch_size=self.batch_size,
+            model, data, tokenizer=tokenizer, params=params,
+            batch_size=chunk_size(model, params, self.batch_size),
             method=self.method, max_length=self.max_length, threads=self.threads, reduce=reduce,
         )  # fmt: skip
         if out.shape[0] != len(data):
