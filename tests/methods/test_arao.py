@@ -28,6 +28,7 @@ from trustlab.methods.arao import (
     axis_sweep,
     calibrate_threshold,
     char_similarity,
+    evaluate_repairs,
     failing_axes,
     format_strategy,
     levenshtein,
@@ -310,8 +311,56 @@ def test_augmentations_have_the_asked_size_and_labels():
     adv = augment(texts, labels, mode="adversarial", n_aug=5, rewriter=RW, claim=claim,
                   adversarial=adv_res, adversarial_texts=texts[:10])  # fmt: skip
     assert len(adv.texts) == 5 and adv.labels == [1] * 5
+    # balanced: the hardest positives (the same as 'adversarial') plus rewrites of negatives
+    bal = augment(texts, labels, mode="adversarial-balanced", n_aug=10, rewriter=RW, claim=claim, rng=0,
+                  adversarial=adv_res, adversarial_texts=texts[:10])  # fmt: skip
+    assert len(bal.texts) == 10 and bal.labels == [1] * 5 + [0] * 5
+    assert bal.texts[:5] == adv.texts
+    assert all(any(f"benign question {i} " in t for i in range(10)) for t in bal.texts[5:])
     with pytest.raises(InputError, match="failing"):
         augment(texts, labels, mode="axis", n_aug=3, rewriter=RW, claim=claim, failing=[])
+
+
+def test_repair_rounds_split_the_budget_and_retarget_against_the_repaired_detector():
+    """rounds=2: each detector-dependent repair adds half its rewrites per round; before the
+    second round the axis repair asks for the failing directions of the *repaired* detector
+    (not the original) and puts the new ones first; the adversarial repair re-attacks it."""
+    texts = [f"harmful request {i} about a bomb" for i in range(12)] + [f"benign question {i} on bread" for i in range(12)]
+    labels = [1] * 12 + [0] * 12
+    claim = ClaimCheck(HashingEmbedder(128), threshold=-1.0)
+    base = TfidfDetector()
+    det0 = base.clone().fit(texts, labels)
+    adv0 = RhetoricalAttack(det0, RW, RandomSearch(SPACE), claim, threshold=0.99, budget=3,
+                            stop_on_success=False).run(texts[:12], 0, attack_all=True)  # fmt: skip
+    hedge, irony = (SPACE.index("hedging"), 1), (SPACE.index("irony"), 1)
+    seen = []
+
+    def refind(det, thr, rng):
+        seen.append(("axis", det, thr))
+        return [irony, hedge]
+
+    def reattack(det, thr, rng):
+        seen.append(("adv", det, thr))
+        return RhetoricalAttack(det, RW, RandomSearch(SPACE), claim, threshold=thr, budget=3,
+                                stop_on_success=False).run(texts[:12], rng, attack_all=True)  # fmt: skip
+
+    ev = (texts[::3], labels[::3])
+    out = evaluate_repairs(base, (texts, labels), (texts, labels), ev, rewriter=RW, claim=claim,
+                           make_planner=lambda: RandomSearch(SPACE), failing=[hedge], adversarial=adv0,
+                           adversarial_texts=texts[:12], n_aug=9, budget=2, fpr=0.1,
+                           rng=np.random.default_rng(0), modes=("random", "adversarial", "axis"), rounds=2,
+                           refind_failing=refind, reattack=reattack)  # fmt: skip
+    by = {o.mode: o for o in out}
+    assert all(o.n_aug == 9 for o in out)
+    assert by["axis"].failing == [irony, hedge]  # the new direction first, the old one kept
+    assert [k for k, _, _ in seen] == ["adv", "axis"]
+    # called with the round-1 repaired detectors (fresh fits), never the original
+    assert all(d is not det0 and d is not base and isinstance(t, float) for _, d, t in seen)
+    with pytest.raises(InputError, match="rounds"):
+        evaluate_repairs(base, (texts, labels), (texts, labels), ev, rewriter=RW, claim=claim,
+                         make_planner=lambda: RandomSearch(SPACE), failing=[hedge], adversarial=adv0,
+                         adversarial_texts=texts[:12], n_aug=4, budget=1, fpr=0.1,
+                         rng=np.random.default_rng(0), modes=("axis",), rounds=2)  # fmt: skip
 
 
 def test_sample_many_has_the_distribution_of_sample():

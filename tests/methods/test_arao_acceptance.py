@@ -1,16 +1,22 @@
 """arao's resolving claims (issue 35) on the default harmful-request task with real detectors.
 
 The experiment as a user runs it (``trustlab run arao``) with the hashing-embedding detector
-and claim check, about 12 s of CPU per seed (MiniLM's own run, whose figures are in
-docs/methods/arao.md, takes about 5 minutes of CPU). On two seeds:
+and claim check (MiniLM's own run, whose figures are in docs/methods/arao.md, takes many minutes
+of CPU). Seed 0 runs the default five repair replicates (about 26 s of CPU), seed 1 one replicate
+(about 10 s). On both seeds:
 
 * ARAO's planner finds evasions more often than random strategy search at the same budget on
   the same items, with a paired 95% interval above 0, and on every detector attacked;
 * attribution on the dev split names failing axis directions whose removal restores
   detection in most successes;
-* the repairs (axis-targeted, random augmentation, generic adversarial training, none) run at
-  one augmentation budget. That axis-targeted repair beats the strongest of them is not
-  established from a clean checkout (see the note in the test) and is not asserted.
+* the repairs (axis-targeted, random augmentation, generic adversarial training with and
+  without rewritten negatives, none) run at one augmentation budget.
+
+On seed 0 (five replicates, paired Student-t intervals): axis-targeted repair beats no repair on
+the adaptively re-attacked held-out set with an interval above 0 and keeps the original-set
+ROC-AUC within the tolerance (non-inferiority). That it beats the *strongest* baseline is not
+asserted because it does not hold: measured -4.89 points (-8.24 to -1.54) against adversarial
+training with rewritten negatives (docs/methods/arao.md; issue 35 stays open on it).
 """
 
 from __future__ import annotations
@@ -29,14 +35,15 @@ OVERRIDES = {
     "embedder": "hashing",
     "similarity_threshold": 0.5,
     "word_baseline": False,
-    "repair_replicates": 1,
 }
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_planner_beats_random_search_and_attribution_restores_detection(tmp_path, seed):
-    run = run_experiment("arao", overrides=OVERRIDES, seed=seed, out_dir=tmp_path / "run")
-    data = json.loads(run.report_path.read_text())
+    overrides = OVERRIDES if seed == 0 else {**OVERRIDES, "repair_replicates": 1}
+    run_experiment("arao", overrides=overrides, seed=seed, out_dir=tmp_path / "run")
+    run = tmp_path / "run"
+    data = json.loads((run / "report.json").read_text())
     m = {k: v["value"] for k, v in data["metrics"].items()}
     tables = {k: [dict(zip(t["columns"], r, strict=True)) for r in t["rows"]] for k, t in data["tables"].items()}
     # 1. planner vs random strategy search, equal budget, paired on the same items
@@ -52,11 +59,14 @@ def test_planner_beats_random_search_and_attribution_restores_detection(tmp_path
     for name in failing:
         row = next(r for r in attr if r["direction"] == name)
         assert row["n_moved"] >= 2 and row["restore_rate"] >= 0.5, row
-    # 3. the repair comparison is run at equal budget against every baseline. Whether
-    # axis-targeted repair beats the strongest baseline is NOT asserted: from a clean checkout
-    # (the bundled data, with or without ../shared) its paired lower bound was -14.2 points
-    # (seed 0) -- the claim is open in issue 35 and stated so in docs/methods/arao.md.
+    # 3. the repair comparison is run at equal budget against every baseline
     repairs = {r["repair"]: r for r in tables["repairs"]}
-    assert set(repairs) == {"none", "random", "adversarial", "axis"}
-    assert len({r["n_aug"] for k, r in repairs.items() if k != "none"}) == 1  # equal budget
+    assert set(repairs) == {"none", "random", "adversarial", "adversarial-balanced", "axis"}
+    assert len({r["n_aug"] for r in tables["repairs"] if r["repair"] != "none"}) == 1  # equal budget
+    if seed == 0:
+        assert m["repair_replicates"] == 5
+        cmp = {(r["baseline"], r["set"]): r for r in tables["repair_comparison"]}
+        assert cmp[("none", "attacked")]["gain_low"] > 0, cmp[("none", "attacked")]
+        assert m["repair_original_within_tolerance"] is True, cmp[("none", "original")]
+        # NOT asserted (it does not hold, see the module docstring): m["repair_attacked_auc_gain_low_points"] > 0
     assert {"axis_heatmap", "repairs", "attack_success"} <= set(data["figures"])

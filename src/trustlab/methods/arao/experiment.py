@@ -80,6 +80,9 @@ class AraoConfig(ExperimentConfig):
     repair_replicates: int = Field(5, ge=1, le=50, description="Repair replicates: each re-draws "
                                    "the split (replicate 0 is the run's own) and runs every repair; the "
                                    "repair claim is a paired interval over replicates (one work unit each).")  # fmt: skip
+    repair_rounds: int = Field(2, ge=1, le=10, description="Rounds of the detector-dependent repairs "
+                               "(axis: re-attribute against the current repaired detector; adversarial: "
+                               "re-attack it), n_aug split evenly over them.")  # fmt: skip
     auc_tolerance: float = Field(0.02, ge=0.0, le=1.0, description="Allowed loss of original-set "
                                  "ROC-AUC of the axis-targeted repair against no repair.")  # fmt: skip
     llm_rewriter: str | None = Field(
@@ -378,11 +381,24 @@ def _repair_unit(unit: WorkUnit) -> dict[str, Any]:
         tr_pos = [t for t, y in zip(tr_t, tr_y, strict=True) if y == 1][: config.n_adv_items]
         adv = atk.RhetoricalAttack(base, rewriter, planner(), claim, threshold=thr0, budget=config.budget,
                                    stop_on_success=False).run(tr_pos, rngs["adv"], attack_all=True)  # fmt: skip
+
+        def refind_failing(det: Any, thr: float, rng: np.random.Generator) -> list[tuple[int, int]]:
+            res = atk.RhetoricalAttack(det, rewriter, planner(), claim, threshold=thr,
+                                       budget=config.budget).run(dev_pos, rng)  # fmt: skip
+            found = failing_axes(attribute(res, dev_pos, det, rewriter), space,
+                                 min_rate=config.failing_min_rate, min_count=config.failing_min_count)  # fmt: skip
+            return found or _surrogate_failing(space, planner, det, dev_pos, rewriter, claim, thr, config, rng)[0]
+
+        def reattack(det: Any, thr: float, rng: np.random.Generator) -> Any:
+            return atk.RhetoricalAttack(det, rewriter, planner(), claim, threshold=thr, budget=config.budget,
+                                        stop_on_success=False).run(tr_pos, rng, attack_all=True)  # fmt: skip
+
         outcomes = evaluate_repairs(
             base, (tr_t, tr_y), (dv_t, dv_y), (ev_t, ev_y), rewriter=rewriter, claim=claim,
             make_planner=planner, failing=failing, adversarial=adv, adversarial_texts=tr_pos,
             n_aug=config.n_aug, budget=config.budget, fpr=config.fpr, rng=rngs["repairs"],
-            transfer_texts=transfer,
+            transfer_texts=transfer, rounds=config.repair_rounds, refind_failing=refind_failing,
+            reattack=reattack,
         )  # fmt: skip
     for o in outcomes:  # the fitted detectors hold their embedder: not shipped back
         o.detector = None
@@ -513,6 +529,7 @@ def _report(report: Report, config: AraoConfig, det_rows: list, attack_rows: lis
 
 def _repair_rows(replicates: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The per-replicate repair rows and, per baseline, the paired comparison with the axis repair."""
+    from trustlab.methods.arao.axes import AXES
     from trustlab.stats import roc_auc_ci, roc_auc_difference
 
     rows = []
@@ -526,7 +543,8 @@ def _repair_rows(replicates: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
                    "auc_attacked": a1.auc, "auc_attacked_low": a1.lower, "auc_attacked_high": a1.upper,
                    "auc_attacked_pos_only": a3.auc, "auc_attacked_pos_only_low": a3.lower,
                    "auc_attacked_pos_only_high": a3.upper, "attack_success": o.attack_success,
-                   "styled_negative_fpr": o.styled_negative_fpr}  # fmt: skip
+                   "styled_negative_fpr": o.styled_negative_fpr,
+                   "failing": ", ".join(f"{AXES[a].name}{'+' if g > 0 else '-'}" for a, g in o.failing)}  # fmt: skip
             if o.transfer_scores is not None:
                 a2 = roc_auc_ci(y, o.transfer_scores)
                 row.update({"auc_transfer": a2.auc, "auc_transfer_low": a2.lower, "auc_transfer_high": a2.upper})

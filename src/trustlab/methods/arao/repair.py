@@ -8,16 +8,28 @@ same training texts and refits a fresh copy of the detector (``detector.clone()`
   strategies (random augmentation);
 * ``adversarial`` — generic adversarial training: the ``n_aug`` lowest-scoring accepted
   rewrites an attack found on the *training* positives (labelled positive), whatever their axes;
+* ``adversarial-balanced`` — generic adversarial training with the class mix of the
+  label-preserving repairs: half the rewrites are the hardest accepted rewrites of training
+  positives (as ``adversarial``), half random-strategy rewrites of training negatives (labels
+  kept), so it is not taught that rhetoric means harmful -- the strongest generic baseline the
+  axis repair must beat;
 * ``axis`` — axis-targeted repair (ARAO): rewrites of random training texts, both classes,
   labels kept, with strategies drawn only from the failing (axis, direction) pairs found by
   attribution (on the development split). Rewriting negatives too teaches the detector that the
   style is not the signal.
+
+With ``rounds`` > 1 (:func:`evaluate_repairs`) the detector-dependent repairs iterate at the
+same total budget: each round adds its share of the rewrites and refits; before every round
+after the first, ``axis`` re-runs attribution against the *current* repaired detector (the
+failing directions the repair has not closed yet, added to the earlier ones) and the
+adversarial repairs re-attack the training positives against it. ``random`` does not depend on
+the detector, so its rounds are one draw.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,7 +40,7 @@ from trustlab.methods.arao.attack import AttackResult
 
 __all__ = ["REPAIRS", "Augmentation", "augment", "repair"]
 
-REPAIRS = ("none", "random", "adversarial", "axis")
+REPAIRS = ("none", "random", "adversarial", "adversarial-balanced", "axis")
 
 
 @dataclass
@@ -112,7 +124,16 @@ def augment(
         return Augmentation(t, lab, mode, rej)
     # adversarial: the hardest accepted rewrites of the attack on the training positives
     if adversarial is None or adversarial_texts is None:
-        raise InputError("augment(mode='adversarial') needs the attack result and its texts.")
+        raise InputError(f"augment(mode={mode!r}) needs the attack result and its texts.")
+    if mode == "adversarial-balanced":
+        n_pos = (int(n_aug) + 1) // 2
+        hard = augment(items, y, mode="adversarial", n_aug=n_pos, rewriter=rewriter, claim=claim, rng=gen,
+                       adversarial=adversarial, adversarial_texts=adversarial_texts)  # fmt: skip
+        neg = [t for t, v in zip(items, y, strict=True) if v == 0]
+        if not neg:
+            return Augmentation(hard.texts, hard.labels, mode, hard.n_rejected)
+        t, lab, rej = _rewrites(neg, [0] * len(neg), int(n_aug) - len(hard.texts), rewriter, claim, gen, space.sample)
+        return Augmentation(hard.texts + t, hard.labels + lab, mode, hard.n_rejected + rej)
     src = check_texts(adversarial_texts, "adversarial_texts", where)
     pool = [(sc, r.index, s, seed) for r in adversarial.items for (s, seed, sc, _sim, _why) in r.trace
             if sc is not None and any(s)]  # fmt: skip
@@ -162,6 +183,7 @@ class RepairOutcome:
     attack_success: float
     n_attacked: int
     styled_negative_fpr: float
+    failing: list[tuple[int, int]] = field(default_factory=list)
 
 
 def evaluate_repairs(
@@ -183,6 +205,9 @@ def evaluate_repairs(
     modes: Sequence[str] = REPAIRS,
     transfer_texts: Sequence[str] | None = None,
     progress: Any = None,
+    rounds: int = 1,
+    refind_failing: Any = None,
+    reattack: Any = None,
 ) -> list[RepairOutcome]:
     """Every repair in ``modes``: augment, refit, recalibrate the threshold on the dev
     negatives at ``fpr``, then build the held-out attacked set: each positive replaced by the
@@ -191,8 +216,20 @@ def evaluate_repairs(
     (the same rewrites for every repair: benign texts use rhetoric too, so a repair that learns
     "rhetoric means harmful" is caught). ``attacked_pos_only_scores`` keeps the negatives
     original (BODEGA's setting); ``transfer_scores`` scores the rewrites found against the
-    unrepaired detector."""
+    unrepaired detector.
+
+    ``rounds`` > 1 iterates the detector-dependent repairs at the same total ``n_aug`` (see
+    the module docstring): ``refind_failing(detector, threshold, rng)`` returns the failing
+    directions of the current repaired detector (attribution on the dev split) and
+    ``reattack(detector, threshold, rng)`` the attack on the training positives against it
+    (both required when ``rounds`` > 1 and the mode needs them)."""
+    from trustlab.core.validation import check_scalar
     from trustlab.methods.arao.attack import RhetoricalAttack, calibrate_threshold
+
+    rounds = check_scalar(rounds, "rounds", "evaluate_repairs", kind=int, lo=1)
+    if rounds > 1 and (("axis" in modes and refind_failing is None)
+                       or ({"adversarial", "adversarial-balanced"} & set(modes) and reattack is None)):  # fmt: skip
+        raise InputError("evaluate_repairs(rounds > 1) needs refind_failing (axis) and reattack (adversarial).")
 
     tr_t, tr_y = train
     dv_t, dv_y = dev
@@ -204,10 +241,24 @@ def evaluate_repairs(
     seeds = {m: int(rng.integers(2**31)) for m in modes}
     for mode in progress(list(modes), description="repairs") if progress else modes:
         gen = np.random.default_rng(seeds[mode])
-        aug = augment(tr_t, tr_y, mode=mode, n_aug=n_aug, rewriter=rewriter, claim=claim, rng=gen,
-                      failing=failing, adversarial=adversarial, adversarial_texts=adversarial_texts)  # fmt: skip
-        det = repair(base, tr_t, tr_y, aug)
         neg_dev = [t for t, y in zip(dv_t, dv_y, strict=True) if y == 0]
+        n_rounds = rounds if mode in ("axis", "adversarial", "adversarial-balanced") else 1
+        shares = [n_aug // n_rounds + (1 if k < n_aug % n_rounds else 0) for k in range(n_rounds)]
+        aug = Augmentation([], [], mode)
+        fail_k, adv_k = list(failing), adversarial
+        det = base
+        for k, share in enumerate(shares):
+            if k > 0:
+                thr_k = calibrate_threshold(det.score(neg_dev), fpr)
+                if mode == "axis":  # the directions the repair has not closed yet come first
+                    new = [f for f in refind_failing(det, thr_k, gen) if f not in fail_k]
+                    fail_k = new + fail_k
+                else:
+                    adv_k = reattack(det, thr_k, gen)
+            step = augment(tr_t, tr_y, mode=mode, n_aug=share, rewriter=rewriter, claim=claim, rng=gen,
+                           failing=fail_k, adversarial=adv_k, adversarial_texts=adversarial_texts)  # fmt: skip
+            aug = Augmentation(aug.texts + step.texts, aug.labels + step.labels, mode, aug.n_rejected + step.n_rejected)
+            det = repair(base, tr_t, tr_y, aug)
         thr = calibrate_threshold(det.score(neg_dev), fpr)
         orig = np.asarray(det.score(ev_t), dtype=np.float64)
         pos_scores = orig[np.asarray(ev_y) == 1]
@@ -229,7 +280,7 @@ def evaluate_repairs(
             transfer = orig.copy()
             transfer[np.asarray(ev_y) == 1] = det.score(list(transfer_texts))
         out.append(RepairOutcome(mode, det, thr, len(aug.texts), orig, attacked, attacked_pos, transfer,
-                                 success, len(pos), styled_fpr))  # fmt: skip
+                                 success, len(pos), styled_fpr, fail_k if mode == "axis" else []))  # fmt: skip
     return out
 
 
