@@ -115,7 +115,8 @@ class AraoConfig(ExperimentConfig):
         "n_aug": 100,
         "n_adv_items": 40,
         "n_sweep_items": 20,
-        "repair_replicates": 3,
+        "repair_replicates": 2,
+        "repair_rounds": 1,
     }
 
     @field_validator("detectors")
