@@ -84,7 +84,7 @@ def test_protected_smol_chat_release_is_bit_identical_and_loads_in_plain_transfo
 @pytest.mark.slow
 def test_default_adamw_lora_fine_tuning_of_protected_smol_chat_is_destabilised(smol):
     """Two training seeds of the documented study (seeds 0 and 1; the docs page also has seed 2,
-    full fine-tuning and SGD): the twin learns the new tasks (held-out exact match >= 0.5), the
+    full fine-tuning and LoRA SGD): the twin learns the new tasks (held-out exact match >= 0.5), the
     protected model stays below it with the paired 95% interval's upper end below 0; the first
     step's gradient on the gate_proj adapters is >100x every other module kind's."""
     model, tokenizer = smol
