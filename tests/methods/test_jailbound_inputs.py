@@ -42,6 +42,7 @@ from trustlab.methods.jailbound import (
     DualBranchSearch,
     GCGSearch,
     MetaAttack,
+    PEZSearch,
     RandomSearch,
     RiskCategory,
     SearchResult,
@@ -156,6 +157,8 @@ def _search_cases(model):
               "topk": INT(0), "gradient": Kind("choice", (Mutation("other", lambda v, r: "x"),
                                                           Mutation("None", lambda v, r: None)))}),
         Case("RandomSearch.fit", run(RandomSearch, allowed=allowed), base, kinds),
+        Case("PEZSearch.fit", run(PEZSearch, allowed=allowed), {**base, "step": 0.5},
+             {"budget": INT(0), "seed": INT(-1), "step": scalar("step", 0.0, -1.0)}),
         Case("GCGSearch.fit", run(GCGSearch), {**base, "topk": 4, "allowed": allowed},
              {"topk": INT(0), "allowed": Kind("ids", (
                  Mutation("string", lambda v, r: "ids"), Mutation("floats", lambda v, r: [0.5]),
@@ -173,7 +176,7 @@ def _search_cases(model):
                  method, n_tokens=2, budget=budget, n_candidates=4, seed=0,
                  allowed=allowed).fit(problem).result.suffix_ids,
              {"method": "random", "budget": 12},
-             {"method": Kind("method", (Mutation("other", lambda v, r: "pez"),
+             {"method": Kind("method", (Mutation("other", lambda v, r: "pgd"),
                                         Mutation("None", lambda v, r: None))),
               "budget": INT(0)}),
         Case("search_attacks", lambda requests, budget: [r.suffix for r in search_attacks(
@@ -202,7 +205,7 @@ def test_search_inputs(model):
 
 
 def test_records_and_constants():
-    assert set(METHODS) == {"fol", "zol", "random", "gcg"} and GRADIENT_COST == 3
+    assert set(METHODS) == {"fol", "zol", "random", "gcg", "pez"} and GRADIENT_COST == 3
     assert SUFFIX_SLOT in TemplateMetaAttackGenerator(TAX).fit().generate(
         Cell("fraud", "general", "optimised_suffix"), "x")[0].prompt
     assert {f for f in AttackRecord.__dataclass_fields__} >= {"method", "suffix", "similarity"}

@@ -14,6 +14,7 @@ from trustlab.methods.jailbound.search import (
     GRADIENT_COST,
     DualBranchSearch,
     GCGSearch,
+    PEZSearch,
     RandomSearch,
     SuffixProblem,
     allowed_suffix_tokens,
@@ -92,6 +93,16 @@ def test_searches_find_the_planted_optimum(problem, model):
         assert r.score == pytest.approx(best, abs=1e-5), type(search).__name__
         assert r.queries <= 120 and set(r.suffix_ids) <= set(allowed)
         assert r.history[-1][0] == r.suffix_ids
+
+
+def test_pez_scores_its_projections_and_keeps_the_best(problem, model):
+    """PEZ's reported score is F of its suffix, never below the start, within budget; each step
+    costs one gradient (3 queries) and no candidate scoring."""
+    allowed = allowed_suffix_tokens(model)
+    r = PEZSearch(n_tokens=3, budget=31, allowed=allowed).fit(problem).result
+    assert r.queries <= 31 and len(r.curve) == 1 + (31 - 1) // GRADIENT_COST
+    assert r.score >= r.initial_score and set(r.suffix_ids) <= set(allowed)
+    assert float(problem.score(torch.tensor(r.suffix_ids))[0]) == pytest.approx(r.score, abs=1e-4)
 
 
 def test_budget_counts_gradients_as_three_queries(problem, model):

@@ -42,7 +42,7 @@ class JailboundConfig(ExperimentConfig):
     n_behaviours: int | None = Field(None, ge=1, description="Distinct requests used (None: all).")
     methods: list[str] = Field(list(METHODS), min_length=1, description="Searches to run: fol "
                                "(first-order dual-branch), zol (zero-order variant), random, "
-                               "gcg. fol is compared against every other one listed.")  # fmt: skip
+                               "gcg, pez. fol is compared against every other one listed.")  # fmt: skip
     budget: int = Field(48, ge=1, description="Queries per behaviour and method (a forward "
                         "pass of one prompt = 1, a gradient = 3).")  # fmt: skip
     n_tokens: int = Field(4, ge=1, le=32, description="Suffix length in tokens.")

@@ -31,6 +31,10 @@ evaluated by teacher forcing. The searches differ in how they propose candidate 
   improving one is kept (Andriushchenko et al.'s random search with one-token moves).
 * :class:`GCGSearch`: GCG (Zou et al., 2023): one-hot token gradients at the current suffix
   (``lm.token_gradients``), swaps drawn from the top-``topk`` tokens per position.
+* :class:`PEZSearch`: PEZ (Wen et al., 2023, "Hard Prompts Made Easy"): a continuous suffix
+  whose gradient is taken at its projection onto the nearest tokens and applied to the
+  continuous vectors; each gradient's forward pass scores the projected suffix (no extra
+  query), the best projection is kept.
 
 **Budget.** Costs are counted in *queries*: one forward pass of one prompt is 1 query, one
 gradient of one prompt (forward + backward) is :data:`GRADIENT_COST` = 3 queries (the usual
@@ -61,6 +65,7 @@ __all__ = [
     "GRADIENT_COST",
     "DualBranchSearch",
     "GCGSearch",
+    "PEZSearch",
     "RandomSearch",
     "SearchResult",
     "SuffixProblem",
@@ -571,6 +576,43 @@ class DualBranchSearch(_BaseSearch):
             if not torch.equal(before, self._best[0]) and "value" in iterates:
                 iterates["value"] = problem.embed(self._best[0])
         self._finish(problem, boundary)
+        return self
+
+
+class PEZSearch(_BaseSearch):
+    """PEZ: projected-gradient search (one gradient = 3 queries per step, no candidates).
+
+    ``step``: normalised step per position, as a fraction of the mean token-embedding norm."""
+
+    name = "pez"
+
+    def __init__(self, n_tokens: int = 6, budget: int = 1200, n_candidates: int = 32,
+                 seed: int = 0, init: Literal["repeat", "random"] = "repeat",
+                 allowed: Sequence[int] | None = None, step: float = 0.5) -> None:
+        super().__init__(n_tokens, budget, n_candidates, seed, init, allowed)
+        self.step = step
+
+    def fit(self, problem: SuffixProblem) -> PEZSearch:
+        step_f = check_scalar(self.step, "step", "PEZSearch", lo=0, closed="neither")
+        s, _ = self._setup(problem)
+        self._start(problem, s)
+        table = problem._matrix[self.allowed_]
+        table_unit = table / table.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        step = step_f * float(table.norm(dim=-1).mean())
+        e = problem.embed(s).clone()
+        while self._spent(problem) + GRADIENT_COST <= self._budget:
+            sims = (e / e.norm(dim=-1, keepdim=True).clamp_min(1e-12)) @ table_unit.t()
+            ids = self.allowed_[sims.argmax(-1)]
+            v = problem.embed(ids).clone().requires_grad_(True)
+            out = problem.value_objective(v.unsqueeze(0), grad=True)[0]
+            (g,) = torch.autograd.grad(out, v)
+            f = float(out.detach())
+            if f > self._best[1]:
+                self._best = (ids.clone(), f)
+                self._history.append((ids.tolist(), f))
+            self._curve.append((self._spent(problem), self._best[1]))
+            e = e + step * g / g.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        self._finish(problem)
         return self
 
 

@@ -24,6 +24,7 @@ from trustlab.core.validation import check_scalar
 from trustlab.methods.jailbound.search import (
     DualBranchSearch,
     GCGSearch,
+    PEZSearch,
     RandomSearch,
     SuffixProblem,
     allowed_suffix_tokens,
@@ -39,9 +40,9 @@ __all__ = [
     "search_attacks",
 ]
 
-#: Search methods: the first-order dual-branch search, its zero-order variant, random search
-#: and GCG.
-METHODS = ("fol", "zol", "random", "gcg")
+#: Search methods: the first-order dual-branch search, its zero-order variant, random search,
+#: GCG and PEZ.
+METHODS = ("fol", "zol", "random", "gcg", "pez")
 
 
 def make_search(method: str, *, n_tokens: int, budget: int, n_candidates: int, seed: int,
@@ -56,6 +57,8 @@ def make_search(method: str, *, n_tokens: int, budget: int, n_candidates: int, s
         return DualBranchSearch(**common, gradient="zero", **options)
     if method == "random":
         return RandomSearch(**common)
+    if method == "pez":
+        return PEZSearch(**common, **({"step": options["step"]} if "step" in options else {}))
     if method == "gcg":
         return GCGSearch(**common, **({"topk": options["topk"]} if "topk" in options else {}))
     raise InputError(f"Unknown search method {method!r}; use one of {', '.join(METHODS)}.")
