@@ -269,3 +269,23 @@ def test_fitting_on_image_borne_prompts_is_refused(llava):
         MARS().fit(llava, img_prompts, _typed(WORDS_B, 2), img_prompts)
     with pytest.raises(InputError, match="carries no image"):
         MARS().fit(llava, _typed(WORDS_A, 2), _typed(WORDS_B, 2), _typed(WORDS_B, 2))
+
+
+def test_paired_anchor_maps_neutral_prompts_onto_their_instructions_typed(llava):
+    instr = ["Describe the image.", "What is in the picture?"]
+    neutral = neutral_prompts(instr, 8, seed=0, size=32)
+    mars = MARS(layer=1, trust_radius=1.0, anchor="paired").fit(
+        llava, _typed(WORDS_A, 6), _typed(WORDS_B, 6), neutral
+    )
+    typed = [[lm.user_message(instr[i % 2])] for i in range(8)]
+    # on the fitting prompts, exactly: re-centred neutral positions average to the typed ones
+    torch.testing.assert_close(mars.positions(llava, neutral).mean(),
+                               mars.positions(llava, typed).mean())  # fmt: skip
+    safe = MARS(layer=1, trust_radius=1.0).fit(llava, _typed(WORDS_A, 6), _typed(WORDS_B, 6), neutral)
+    assert abs(float(safe.positions(llava, neutral).mean())) < 1e-9  # the default anchor: 0
+    assert mars.summary()["anchor"] == "paired" and mars.fingerprint() != safe.fingerprint()
+    image_only = [[{"role": "user", "content": [p[0]["content"][0]]}] for p in neutral[:2]]
+    with pytest.raises(InputError, match="holds no text"):
+        MARS(anchor="paired").fit(llava, _typed(WORDS_A, 2), _typed(WORDS_B, 2), image_only)
+    with pytest.raises(InputError, match="anchor"):
+        MARS(anchor="typed").fit(llava, _typed(WORDS_A, 2), _typed(WORDS_B, 2), neutral)

@@ -73,6 +73,15 @@ VISION_DEFAULTS: dict[str, Any] = {
     "n_heldout": 200,
     "harmful_share": None,  # None: vlm_data.IMAGE_MIX's share
     "text_share": 0.35,
+    # The cell vector's learned correction ``proj`` and the image vector ``glob``. As vlm-xs and
+    # vlm-s are built (zero_init False) both start from the seeded Kaiming draw, so the
+    # correction starts at norm ~30 against word embeddings of norm ~1 and the tie to the word
+    # embeddings is drowned (cos 0.10; docs/organisms.md, "What the image path carries").
+    # zero_init True starts both at zero; train_correction False keeps the correction at zero,
+    # so a word shown enters the language model as the word typed plus its cell's position.
+    "zero_init": False,
+    "train_correction": True,
+    "train_global": True,
 }
 
 
@@ -318,8 +327,10 @@ def train_vision_language(lm_model: Any, encoder: CellEncoder, tokenizer: Any,
     img_items, _ = _prepare(tokenizer, image_examples, 0)
     txt_items, _ = _prepare(tokenizer, text_examples, 0)
     train = spec.train
-    params = [*lm_model.parameters(), *encoder.proj.parameters(), *encoder.glob.parameters(),
-              encoder.pos]  # fmt: skip
+    params = [*lm_model.parameters(),
+              *(encoder.proj.parameters() if settings["train_correction"] else ()),
+              *(encoder.glob.parameters() if settings["train_global"] else ()),
+              encoder.pos]  # fmt: skip (this order: the default recipe's weights unchanged)
     opt = torch.optim.AdamW(params, lr=train.lr, betas=(0.9, 0.98), weight_decay=train.weight_decay)
     schedule = lr_multiplier(FinetuneConfig(steps=train.steps, lr=train.lr, warmup=train.warmup,
                                             schedule="warmup_cosine", min_lr_ratio=0.05))  # fmt: skip
@@ -444,6 +455,10 @@ def build_vlm(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str, 
             for p in encoder.parameters():
                 if p.dim() > 1:
                     torch.nn.init.kaiming_uniform_(p, a=math.sqrt(5), generator=generator)
+            if settings["zero_init"]:  # a cell's vector is its word's embedding at first
+                for layer in (encoder.proj, encoder.glob):
+                    layer.weight.zero_()
+                    layer.bias.zero_()
         stats = train_reader(encoder, tokenizer, embeddings, settings, generator, rng, style, progress)
         train_images = [e for e in corpus if e.split == "train"]
         stats.update(train_vision_language(lm_model, encoder, tokenizer, train_images, chat.train,

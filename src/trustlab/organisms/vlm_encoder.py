@@ -10,8 +10,11 @@ that into a 256-d feature ``h``; a linear head classifies the cell (a visible wo
 vocabulary, a coloured shape, or empty: the *reading*). The cell's input vector for the language
 model is tied to the language model's word embeddings: the reading's expected class vector
 ``softmax(head(h)) @ class_vectors`` (a word's input embedding; colour + kind for a shape; zero
-for an empty cell), plus a learned linear correction ``proj(h)`` (zero at first) and a learned
-per-cell position vector.
+for an empty cell), plus a learned linear correction ``proj(h)`` and a learned per-cell
+position vector. ``proj`` and ``glob`` are zero at construction; ``build_vlm`` overwrites them
+with its seeded initialisation unless the organism's ``vision`` settings say ``zero_init`` (and
+``train_correction: False`` keeps ``proj`` at zero: docs/organisms.md, "What the image path
+carries").
 
 An image becomes one *image vector* (a projection of the mean cell feature: what the whole
 picture looks like, e.g. a neutral colour field) followed by the vectors of its non-empty cells

@@ -130,6 +130,25 @@ def prompt_has_images(prompt: Prompt) -> bool:
     return has_images([prompt])
 
 
+def _without_images(prompts: list[Prompt]) -> list[Prompt]:
+    """The neutral prompts with their image parts removed (their instructions, typed)."""
+    out = []
+    for i, prompt in enumerate(prompts):
+        conv = []
+        for m in prompt:
+            content = m["content"]
+            if not isinstance(content, str):
+                content = " ".join(part["text"] for part in content if part.get("type") == "text")
+            conv.append({**m, "content": content})
+        if not any(m["content"].strip() for m in conv):
+            raise InputError(
+                f"The 'neutral' parameter of MARS.fit: prompt {i} holds no text, and "
+                "anchor='paired' compares each neutral prompt with its text typed."
+            )
+        out.append(conv)
+    return out
+
+
 def neutral_prompts(
     instructions: Sequence[str], n: int, *, seed: int = 0, size: Any = 64
 ) -> list[Prompt]:
@@ -211,6 +230,8 @@ class MARS:
 
     Parameters (stored as given; ``fit`` checks them): ``trust_radius`` (``rho``; ``None``:
     chosen with the layer by :meth:`select`), ``gate_threshold`` (``tau``), ``recenter``,
+    ``anchor`` (where re-centring maps the neutral image prompts: ``"safe"``, onto the typed
+    safe centroid; ``"paired"``, onto the same prompts typed without their images),
     ``strength`` (``"adaptive"``: ``rho D clip(t, 0, 1)``; ``"fixed"``: ``rho D``), ``gated``,
     ``layer`` (``None``: chosen by :meth:`select`), ``radii`` (the grid ``select`` searches),
     ``target_refusal``, ``min_auc``, ``max_layer_fraction`` (layers at or beyond this share of
@@ -224,6 +245,7 @@ class MARS:
     trust_radius: float | None = None
     gate_threshold: float = 0.5
     recenter: bool = True
+    anchor: str = "safe"
     strength: str = "adaptive"
     gated: bool = True
     layer: int | None = None
@@ -249,6 +271,7 @@ class MARS:
                 f"The 'gated' parameter of {where} must be a bool. Got {self.gated!r}."
             )
         check_choice(self.strength, "strength", ("adaptive", "fixed"), where)
+        check_choice(self.anchor, "anchor", ("safe", "paired"), where)
         if self.layer is not None:
             check_scalar(self.layer, "layer", where, kind=int, lo=0)
         if isinstance(self.radii, str) or not isinstance(self.radii, Sequence) or not self.radii:
@@ -333,7 +356,10 @@ class MARS:
         )
         if neutral is not None:
             self.neutral_centroid_ = self._acts(lm, neutral).mean(0)
-            self.offset_ = self.neutral_centroid_ - self.mu_safe_
+            if self.anchor == "paired":  # the same instructions typed: the image's own effect
+                self.offset_ = self.neutral_centroid_ - self._acts(lm, _without_images(neutral)).mean(0)
+            else:
+                self.offset_ = self.neutral_centroid_ - self.mu_safe_
         else:
             self.neutral_centroid_ = self.offset_ = None
         self.n_layers_ = lm.n_layers
@@ -573,7 +599,7 @@ class MARS:
             "offset_norm": None if self.offset_ is None else float(self.offset_[layer].norm()),
             "offset_along_direction": None if self.offset_ is None
             else float(self.offset_[layer] @ r / self.distance_[layer]),
-            "gate_threshold": self.gate_threshold, "recenter": self.recenter,
+            "gate_threshold": self.gate_threshold, "recenter": self.recenter, "anchor": self.anchor,
             "strength": self.strength, "gated": self.gated,
         }  # fmt: skip
 

@@ -22,7 +22,7 @@ difference against MARS on that axis has the bad sign with an interval excluding
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -73,6 +73,11 @@ class MarsConfig(ExperimentConfig):
     gate_threshold: float = Field(
         0.5, ge=-1.0, le=2.0, description="tau: inputs at position t <= tau are not steered "
         "(0 = safe centroid, 1 = unsafe centroid; 0.5 = nearer the unsafe one)."
+    )  # fmt: skip
+    anchor: Literal["safe", "paired"] = Field(
+        "safe", description="Re-centring anchor: 'safe' maps the neutral image prompts onto the "
+        "typed safe centroid, 'paired' onto the same prompts typed without their images "
+        "(the image's own offset)."
     )  # fmt: skip
     radii: list[float] = Field(
         [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0],
@@ -296,7 +301,7 @@ def run_study(config: MarsConfig, ctx: RunContext) -> Report:
             data = build_prompts(config, model, ctx)
         with ctx.stage("fit"):
             mars = MARS(
-                gate_threshold=config.gate_threshold, radii=tuple(config.radii),
+                gate_threshold=config.gate_threshold, anchor=config.anchor, radii=tuple(config.radii),
                 target_refusal=config.target_refusal, min_auc=config.min_auc,
                 max_layer_fraction=config.max_layer_fraction, batch_size=config.batch_size,
             ).fit(model, data["fit_harmful"], data["fit_harmless"], data["neutral"])  # fmt: skip
@@ -304,10 +309,11 @@ def run_study(config: MarsConfig, ctx: RunContext) -> Report:
         arms = _arms(mars)
         sets = data["sets"]
         with ctx.stage("positions"):
-            positions = {}
+            positions, layer_acts = {}, {}
             for name, ps in sets.items():
                 prompts = list(ps.prompts)
                 acts = mars.last_activations(model, prompts)
+                layer_acts[name] = acts[:, mars.layer_].numpy()
                 positions[name] = {}
                 for arm, a in arms.items():
                     if a is not None:
@@ -321,7 +327,38 @@ def run_study(config: MarsConfig, ctx: RunContext) -> Report:
                 alpha=config.alpha, batch_size=config.batch_size, progress=ctx.progress,
             )  # fmt: skip
     _write(report, config, mars, arms, sets, positions, result)
+    _content_probe(report, layer_acts, ctx)
     return report
+
+
+def _content_probe(report: Report, layer_acts: dict[str, np.ndarray], ctx: RunContext) -> None:
+    """Whether the model carries image-borne harm at MARS's layer at all, in any direction: a
+    cross-validated logistic probe of held-out harmful vs safe image inputs, fitted on those
+    evaluation inputs themselves (a diagnostic of the model, never used by MARS). Set beside
+    ``position_auc_mars`` it tells "the image path does not carry harm" from "it carries it,
+    but not along the textual direction"."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from trustlab.methods.mars.steering import _auc
+
+    h, s = layer_acts["harmful_image"], layer_acts["safe_image"]
+    folds = min(5, len(h), len(s))
+    if folds < 2:
+        report.note("Too few image inputs for the content probe (needs 2 of each kind).")
+        return
+    x, y = np.r_[h, s], np.r_[np.ones(len(h)), np.zeros(len(s))]
+    seed = int(ctx.child_rng("probe").integers(2**31 - 1))
+    probe = make_pipeline(StandardScaler(), LogisticRegression(C=0.1, max_iter=5000))
+    score = cross_val_predict(probe, x, y, cv=StratifiedKFold(folds, shuffle=True, random_state=seed),
+                              method="decision_function")  # fmt: skip
+    report.metric("image_harm_probe_auc", _auc(score[y == 1], score[y == 0]),
+                  description=f"ROC-AUC of a {folds}-fold cross-validated linear probe of held-out "
+                  "harmful vs safe image inputs at MARS's layer (last prompt position), fitted "
+                  "on those image inputs: does the model carry image-borne harm at all? "
+                  "(diagnostic; MARS never sees it)")  # fmt: skip
 
 
 AXIS_CELLS = {  # axis -> (prompt set, judge, sign: +1 when higher is better)
