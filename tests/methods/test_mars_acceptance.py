@@ -48,7 +48,8 @@ def test_mars_keeps_qa_and_benign_image_refusal_within_tolerance(study):
 
 
 @pytest.mark.xfail(strict=True, reason="measured: MARS's gate stays closed on image-borne "
-                   "harmful requests of the organisms (docs/methods/mars.md, Fidelity)")  # fmt: skip
+                   "harmful requests of the organisms: their image path does not carry the "
+                   "request's harm to the readout (docs/methods/mars.md, 'What a model needs')")  # fmt: skip
 def test_done_when_claim(study):
     m, _ = study
     assert m["refusal_margin_excludes_zero"] and m["done_when_met"]
