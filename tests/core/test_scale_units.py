@@ -7,10 +7,14 @@ before Ray starts; the Ray runs are in test_scale_ray.py).
 
 from __future__ import annotations
 
+import os
 import pickle
 import socket
+import subprocess
+import sys
 
 import numpy as np
+import pydantic
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -268,3 +272,50 @@ def test_unreachable_ray_address_is_one_line_error():
     assert "\n" not in str(info.value)
     with pytest.raises(InputError, match="needs --backend ray"):
         make_backend("local", f"127.0.0.1:{port}")
+
+
+def _advance_payload_generator(unit: WorkUnit) -> float:
+    """A unit that draws from a generator in its payload (advancing the caller's object)."""
+    return float(unit.payload["rng"].normal())
+
+
+class _Cfg(pydantic.BaseModel):
+    model_config = {"frozen": True}
+    a: int = 1
+    b: str = "x"
+    c: float = 0.5
+
+
+def test_resume_holds_for_payloads_a_unit_mutates_or_that_pickle_per_process(tmp_path):
+    """Regression (issue 36): the fingerprint was taken after the unit ran, so a generator in
+    the payload that the unit advanced made the record never match on re-run."""
+    units = tuple(WorkUnit(k, {"rng": np.random.default_rng(i), "cfg": _Cfg(a=i, b=k)}, i)
+                  for i, k in enumerate(["a", "b", "c"]))
+    first = run_sweep(Sweep("gen", _advance_payload_generator, units), store=tmp_path)
+    fresh = tuple(WorkUnit(k, {"rng": np.random.default_rng(i), "cfg": _Cfg(b=k, a=i)}, i)
+                  for i, k in enumerate(["a", "b", "c"]))
+    again = run_sweep(Sweep("gen", _advance_payload_generator, fresh), store=tmp_path)
+    assert again.resumed == ("a", "b", "c") and again.results == first.results
+    moved = tuple(WorkUnit(u.key, {"rng": np.random.default_rng(9), "cfg": u.payload["cfg"]},
+                           u.seed) for u in fresh)
+    assert run_sweep(Sweep("gen", _advance_payload_generator, moved),
+                     store=tmp_path).resumed == ()  # another generator state: run again
+
+
+def test_fingerprint_does_not_depend_on_the_hash_seed():
+    """A pydantic model with several set fields and a set of strings pickle in hash order;
+    the fingerprint must be the same in every process."""
+    code = ("import pydantic, numpy as np\n"
+            "from trustlab.core.units import Sweep, UnitStore, WorkUnit\n"
+            "class C(pydantic.BaseModel):\n"
+            "    a: int = 0\n    b: str = ''\n    c: float = 0.0\n"
+            "C.__module__ = 'm'; C.__qualname__ = 'C'\n"
+            "u = WorkUnit('k', {'cfg': C(c=1.5, b='y', a=2), 's': {'p', 'q', 'r', 's'},\n"
+            "                   'rng': np.random.default_rng(3)}, 7)\n"
+            "print(UnitStore.fingerprint(Sweep('s', len, (u,)), u))\n")
+    outs = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        outs.add(subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                capture_output=True, text=True).stdout.strip())
+    assert len(outs) == 1

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from trustlab.core.errors import InputError, MissingDependencyError, TrustlabError
 
@@ -204,6 +205,34 @@ class SweepResult:
 
 
 # ----------------------------------------------------------------------------- the store
+def _canonical(obj: Any) -> Any:
+    """A process-independent form of a payload for fingerprinting.
+
+    Pickling a payload as it is depends on the process: a pydantic model pickles its set of
+    set fields and a ``set`` of strings iterates in hash order (``PYTHONHASHSEED``); a numpy
+    ``Generator`` pickles its current state. Models become their class and field values,
+    sets and mappings are sorted, generators become their bit generator's state.
+    """
+    if isinstance(obj, BaseModel):
+        cls = type(obj)
+        return ("model", f"{cls.__module__}.{cls.__qualname__}",
+                _canonical({name: getattr(obj, name) for name in cls.model_fields}))
+    if isinstance(obj, Mapping):
+        items = [(_canonical(k), _canonical(v)) for k, v in obj.items()]
+        return ("map", tuple(sorted(items, key=repr)))
+    if isinstance(obj, set | frozenset):
+        return ("set", tuple(sorted((_canonical(v) for v in obj), key=repr)))
+    if isinstance(obj, list | tuple):
+        return (type(obj).__name__, tuple(_canonical(v) for v in obj))
+    if isinstance(obj, np.random.Generator):
+        return ("generator", _canonical(obj.bit_generator.state))
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject:
+            return ("array", "O", obj.shape, _canonical(obj.tolist()))
+        return ("array", obj.dtype.str, obj.shape, obj.tobytes())
+    return obj
+
+
 class UnitStore:
     """Finished units of one sweep, one pickle file per unit under ``root``, written atomically.
 
@@ -226,8 +255,8 @@ class UnitStore:
         from trustlab import __version__
 
         fn = f"{getattr(sweep.fn, '__module__', '')}.{getattr(sweep.fn, '__qualname__', '')}"
-        record = (_STORE_VERSION, __version__, sweep.name, fn, unit.key, unit.payload,
-                  int(unit.seed))
+        record = (_STORE_VERSION, __version__, sweep.name, fn, unit.key,
+                  _canonical(unit.payload), int(unit.seed))
         try:
             blob = pickle.dumps(record, protocol=4)
         except Exception:  # a payload holding a lambda or a local class: hashed by its repr,
@@ -251,11 +280,19 @@ class UnitStore:
             return False, None
         return True, record.get("value")
 
-    def save(self, sweep: Sweep, unit: WorkUnit, value: Any) -> Path:
-        """Record a finished unit atomically (temporary file, fsync, rename)."""
+    def save(self, sweep: Sweep, unit: WorkUnit, value: Any, *,
+             fingerprint: str | None = None) -> Path:
+        """Record a finished unit atomically (temporary file, fsync, rename).
+
+        ``fingerprint``: the unit's fingerprint taken *before* it ran (``run_sweep`` passes it);
+        a unit run in this process may have advanced a generator in its payload, and the
+        record must match the declaration a re-run will compare against.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
         path = self._path(unit.key)
-        record = {"key": unit.key, "fingerprint": self.fingerprint(sweep, unit), "value": value}
+        if fingerprint is None:
+            fingerprint = self.fingerprint(sweep, unit)
+        record = {"key": unit.key, "fingerprint": fingerprint, "value": value}
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             with open(tmp, "wb") as fh:
@@ -494,6 +531,8 @@ def run_sweep(sweep: Sweep, *, backend: LocalBackend | RayBackend | None = None,
         for key in resumed:
             on_result(key, done[key])
     by_key = {u.key: u for u in todo}
+    # Fingerprints before anything runs: the local backend runs units on the caller's objects.
+    prints = {u.key: store.fingerprint(sweep, u) for u in todo} if store is not None else {}
     failed: dict[str, str] = {}
     seconds: dict[str, float] = {}
     stream: Iterable[UnitOutcome] = backend.imap(sweep.fn, todo) if todo else ()
@@ -504,7 +543,8 @@ def run_sweep(sweep: Sweep, *, backend: LocalBackend | RayBackend | None = None,
         if outcome.ok:
             done[outcome.key] = outcome.value
             if store is not None:
-                store.save(sweep, by_key[outcome.key], outcome.value)
+                store.save(sweep, by_key[outcome.key], outcome.value,
+                           fingerprint=prints[outcome.key])
             if on_result is not None:
                 on_result(outcome.key, outcome.value)
         else:
