@@ -4,7 +4,7 @@ issue 32's smol-chat items.
 * acceptance (~20 CPU-s): the protected smol-chat's logits equal the original's bit for bit in
   float32 and bfloat16, and after a safetensors ``save_pretrained`` -> plain
   ``AutoModelForCausalLM.from_pretrained`` round trip (no custom code);
-* slow (~3 CPU-min per training seed): default AdamW LoRA fine-tuning (the substrate's defaults:
+* slow (~2 CPU-min per training seed; 238 CPU-s for both): default AdamW LoRA fine-tuning (the substrate's defaults:
   lr 1e-3, r 16 / alpha 32 on q/k/v/o/gate/up of every layer) of the protected model on the three
   new benign task families is destabilised against the unprotected twin, and the amplified
   gradient sits in the ``gate_proj`` adapters (the ones that can reach the locked gate rows).
