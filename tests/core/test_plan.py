@@ -21,6 +21,10 @@ def test_organisms_named_anywhere_in_a_config():
     cfg = {"models": ["organism:chat-xs", "hf:/x", "organism:chat-s"], "inner": {"m": "organism:chat-xs"},
            "n": 3, "note": "organism"}
     assert organisms_named(cfg) == ["chat-xs", "chat-s"]
+    # bare names count only under an organism(s) key; paths and specs there do not
+    assert organisms_named({"organisms": ["chat-s", "vit-xs", "hf:/m", "/tmp/x"],
+                            "organism": "vlm-s", "name": "chat-m"}) == ["chat-s", "vit-xs",
+                                                                         "vlm-s"]
 
 
 def test_plan_orders_shortest_first_builds_each_organism_once(tmp_path):

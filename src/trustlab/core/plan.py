@@ -83,21 +83,31 @@ class PlanItem:
         return self.run_s + self.build_s
 
 
+_BARE_KEYS = ("organism", "organisms")
+
+
 def organisms_named(values: Any) -> list[str]:
-    """Organism names a config refers to (``organism:<name>`` strings anywhere in its values)."""
+    """Organism names a config refers to: ``organism:<name>`` strings anywhere in its values,
+    and bare names (no ``:`` or ``/``) under a key called ``organism`` or ``organisms``
+    (gmu's ``organisms: [chat-s, vit-xs]``)."""
     found: list[str] = []
 
-    def walk(v: Any) -> None:
+    def add(name: str) -> None:
+        name = name.strip()
+        if name and name not in found:
+            found.append(name)
+
+    def walk(v: Any, bare: bool = False) -> None:
         if isinstance(v, str) and v.startswith("organism:"):
-            name = v.removeprefix("organism:").strip()
-            if name and name not in found:
-                found.append(name)
+            add(v.removeprefix("organism:"))
+        elif isinstance(v, str) and bare and ":" not in v and "/" not in v:
+            add(v)
         elif isinstance(v, dict):
-            for item in v.values():
-                walk(item)
+            for key, item in v.items():
+                walk(item, bare=key in _BARE_KEYS)
         elif isinstance(v, list | tuple):
             for item in v:
-                walk(item)
+                walk(item, bare)
 
     walk(values)
     return found
