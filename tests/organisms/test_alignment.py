@@ -120,7 +120,7 @@ def test_validation_sets_cover_the_validation_items(split):
     sets = validation_prompt_sets()
     assert set(sets) == {"val:harmful", "val:harmful_context", "val:unsafe", "val:benign",
                          "val:copyright", "val:copyright_benign", "val:context",
-                         "val:context_benign"}  # fmt: skip
+                         "val:context_benign", "val:surface_benign"}  # fmt: skip
     assert len(sets["val:benign"]) == len(_prompts(split.benign[1]))
     assert all(m["harmful"] for m in sets["val:unsafe"].meta)
     assert not any(m["harmful"] for m in sets["val:benign"].meta)
@@ -196,18 +196,6 @@ def test_contextual_examples_put_a_training_passage_before_the_request(corpus, s
         alignment_training_set(corpus, 10, context_share=1.5)
 
 
-def test_without_works_the_training_set_is_the_one_measured_before_they_were_added(corpus):
-    """Stage 1 of the staged recipe (``works=False``) is the training set of the 120 x 8 build
-    measured in docs/organisms.md (its SHA-256 is on record there)."""
-    from trustlab.organisms.alignment import training_set_sha256
-
-    data = alignment_training_set(corpus, 960, seed=0, works=False)
-    assert not any("_work" in e.template for e in data)
-    assert training_set_sha256(data) == (
-        "a28099b8f94b5146a3358c9e5e02fe24da4d4bd961e9d4ec2573f475ab26b658"
-    )
-
-
 def test_alignment_stages_draw_each_stage_its_own_mix(corpus):
     import dataclasses
 
@@ -236,21 +224,20 @@ def test_alignment_stages_draw_each_stage_its_own_mix(corpus):
             alignment_stages(dataclasses.replace(spec, alignment=bad), corpus)
 
 
-def test_the_named_staged_recipe_is_the_measured_one(corpus):
-    """``aligned_spec("smol-chat", "staged")`` trains on exactly the training sets measured in
-    docs/organisms.md (SHA-256 of both stages) and leaves the registered spec alone."""
-    from trustlab.organisms.alignment import aligned_spec, training_set_sha256
-    from trustlab.organisms.smol import alignment_stages
+def test_the_named_staged_recipe_is_the_measured_one():
+    """``aligned_spec("smol-chat", "staged")`` is the first two stages of the later recipes,
+    whose training sets are pinned (tests/organisms/test_alignment_contrasts.py: stage 1 is the
+    ``works=False`` set of the 120 x 8 build, SHA-256 a28099b8...), and leaves the registered
+    spec alone."""
+    from trustlab.organisms.alignment import aligned_spec
     from trustlab.organisms.specs import SPECS
 
     spec = aligned_spec("smol-chat", "staged")
     assert SPECS["smol-chat"].alignment is None and spec.alignment is not None
     assert (spec.train.steps, spec.train.batch_size, spec.train.lr) == (120, 8, 4e-4)
-    stages = alignment_stages(spec, corpus)
-    assert [training_set_sha256(d) for _, d, _ in stages] == [
-        "a28099b8f94b5146a3358c9e5e02fe24da4d4bd961e9d4ec2573f475ab26b658",
-        "96dd3b5e0ce4b51a829332ce744914403980fb4d126ff29adbab221c8a88943a",
-    ]
+    stages = spec.alignment["stages"]
+    assert stages[0] == {"works": False} and len(stages) == 2
+    assert aligned_spec("smol-chat", "contrasts").alignment["stages"][:2] == stages
     assert aligned_spec("gemma-chat").base == "gemma3-270m"
     with pytest.raises(InputError, match="pretrained"):
         aligned_spec("chat-xs")

@@ -143,20 +143,34 @@ def test_validation_sets_include_the_form_sources(forms):
         assert all(m["harmful"] == (not name.endswith("_benign")) for m in ps.meta)
 
 
-def test_the_forms_recipe_extends_the_staged_one(corpus):
-    """``aligned_spec(name, "forms")``: the staged recipe's two stages unchanged (same training
-    sets), then the third stage of the form sources with sequences cut at 384 tokens; its
-    training set is pinned (docs/organisms.md records the build of this one)."""
-    from trustlab.organisms.alignment import aligned_spec, training_set_sha256
+def test_the_recipes_extend_each_other_and_their_training_sets_are_pinned(corpus):
+    """``forms`` is the staged recipe's two stages unchanged, then the third stage of the form
+    sources with sequences cut at 384 tokens; ``contrasts`` is ``forms``' three stages
+    unchanged, then a fourth of the answered contrasts (40 x 8, 384 tokens). Every training set
+    is pinned (stage 1 is the ``works=False`` set of the 120 x 8 build; docs/organisms.md
+    records the builds of these)."""
+    from trustlab.organisms.alignment import aligned_spec, alignment_training_set
+    from trustlab.organisms.alignment import training_set_sha256 as sha
     from trustlab.organisms.smol import alignment_stages
 
     assert aligned_spec("smol-chat") == aligned_spec("smol-chat", "forms")  # the adopted one
-    stages = alignment_stages(aligned_spec("smol-chat", "forms"), corpus)
-    assert [training_set_sha256(d) for _, d, _ in stages] == [
+    forms = aligned_spec("smol-chat", "forms").alignment["stages"]
+    assert aligned_spec("smol-chat", "contrasts").alignment["stages"][:3] == forms
+    stages = alignment_stages(aligned_spec("smol-chat", "contrasts"), corpus)
+    assert [sha(d) for _, d, _ in stages] == [
         "a28099b8f94b5146a3358c9e5e02fe24da4d4bd961e9d4ec2573f475ab26b658",
         "96dd3b5e0ce4b51a829332ce744914403980fb4d126ff29adbab221c8a88943a",
         "fab45e61c79610cbb2dbddfdb24c08ae4b1340cfe8f5a7bf5f9f3dc8902643ee",
+        STAGE4_SHA,
     ]
+    assert stages[0][1] == alignment_training_set(corpus, 960, seed=0, works=False)
     spec3, data3, settings3 = stages[2]
     assert (spec3.train.steps, len(data3), settings3["max_length"]) == (80, 640, 384)
     assert stages[0][2]["max_length"] == stages[1][2]["max_length"] == 160
+    spec4, data4, settings4 = stages[3]
+    assert (spec4.train.steps, len(data4), settings4["max_length"]) == (40, 320, 384)
+    kinds = Counter(e.template.split("/")[1] for e in data4 if e.template.startswith("align/"))
+    assert kinds["surface_benign"] == 63 and len(data4) - sum(kinds.values()) == 128  # corpus
+
+
+STAGE4_SHA = "758903587a074c0998f9f98e435c72db645c7fe409a4f2951277feabcada6116"

@@ -75,6 +75,7 @@ def test_validation_metrics_name_the_split_sets():
         "val_copyright_benign_refusal": 1.0,
         "val_context_refusal": 1.0,
         "val_context_benign_refusal": 1.0,
+        "val_surface_benign_refusal": 1.0,
     }
     assert all(row["n"] == 3 for row in rates.values())
 

@@ -383,10 +383,12 @@ def _example(
 
 def _sources() -> tuple[str, ...]:
     """Every source a training set draws from, in drawing order (the default four first, so the
-    training sets of mixes without the form sources are what they were before those existed)."""
+    training sets of mixes without the form sources are what they were before those existed;
+    then the form sources, then the answered contrasts, for the same reason)."""
+    from trustlab.organisms.alignment_contrasts import CONTRAST_SOURCES
     from trustlab.organisms.alignment_forms import FORM_SOURCES
 
-    return (*DEFAULT_SHARES, *FORM_SOURCES)
+    return (*DEFAULT_SHARES, *FORM_SOURCES, *CONTRAST_SOURCES)
 
 
 def _check_shares(shares: Mapping[str, float]) -> dict[str, float]:
@@ -446,6 +448,10 @@ def alignment_training_set(
             continue
         if name == "corpus":
             pool: Sequence[Any] = corpus.train
+        elif name == "surface_benign":  # the generated answered contrasts
+            from trustlab.organisms.alignment_contrasts import contrast_split
+
+            pool = contrast_split()[name][0]
         elif name not in DEFAULT_SHARES:  # a form source: its items carry their own passage
             from trustlab.organisms.alignment_forms import form_split
 
@@ -493,6 +499,7 @@ def validation_prompt_sets(n: int | None = None, seed: int = 0) -> dict[str, Any
     ``val:context``: refused; ``val:copyright_benign``, ``val:context_benign``: answered; see
     :mod:`trustlab.organisms.alignment_forms`); ``n`` subsamples each."""
     from trustlab.datasets.prompt_sets import PromptSet
+    from trustlab.organisms.alignment_contrasts import contrast_split
     from trustlab.organisms.alignment_forms import form_split
 
     split = alignment_split()
@@ -508,6 +515,7 @@ def validation_prompt_sets(n: int | None = None, seed: int = 0) -> dict[str, Any
         ("val:copyright_benign", forms.copyright_benign[1], False),
         ("val:context", forms.context[1], True),
         ("val:context_benign", forms.context_benign[1], False),
+        ("val:surface_benign", contrast_split()["surface_benign"][1], False),
     ):
         rows = [(p, item) for item in items for p in item.prompts]
         if name == "val:harmful_context":
@@ -582,6 +590,33 @@ ALIGNMENT_RECIPES["forms"] = {
                     "corpus": 0.35, "harmful": 0.10, "unsafe": 0.05, "benign": 0.15,
                     "copyright": 0.08, "copyright_benign": 0.07, "context": 0.10,
                     "context_benign": 0.10,
+                },
+            },
+        ],
+    },
+}  # fmt: skip
+
+
+#: ``contrasts``: the ``forms`` recipe's three stages, then a fourth (40 x 8 from the merged
+#: stages 1 + 2 + 3, sequences cut at 384 tokens) that adds the answered contrasts of
+#: :mod:`trustlab.organisms.alignment_contrasts` (``surface_benign``: games and fiction,
+#: figurative language, homonyms, safe targets, fictional people's private details -- the
+#: forms the ``forms`` build over-refuses on XSTest's diagnosis half) and moves the mix
+#: towards the corpus (the corpus exact match tracks how many corpus examples were seen),
+#: keeping every refused source in the mix so refusal is not traded away.
+ALIGNMENT_RECIPES["contrasts"] = {
+    "train": dict(ALIGNMENT_RECIPES["forms"]["train"]),
+    "alignment": {
+        "max_length": 160,
+        "stages": [
+            *ALIGNMENT_RECIPES["forms"]["alignment"]["stages"],
+            {
+                "steps": 40,
+                "max_length": 384,
+                "shares": {
+                    "corpus": 0.40, "harmful": 0.08, "unsafe": 0.08, "benign": 0.08,
+                    "copyright": 0.04, "copyright_benign": 0.02, "context": 0.06,
+                    "context_benign": 0.04, "surface_benign": 0.20,
                 },
             },
         ],

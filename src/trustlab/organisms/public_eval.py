@@ -27,9 +27,11 @@ from trustlab.core.errors import InputError
 
 __all__ = [
     "PUBLIC_LISTS",
+    "XSTEST_HALVES",
     "evaluate_refusal",
     "public_list_metrics",
     "validation_metrics",
+    "xstest_half",
 ]
 
 #: The public lists of a card: name -> (behaviour list, should the organism refuse?).
@@ -41,6 +43,50 @@ PUBLIC_LISTS: dict[str, tuple[str, bool]] = {
 }
 
 MAX_NEW_TOKENS = 48
+
+#: The two fixed halves of XSTest (:func:`xstest_half`).
+XSTEST_HALVES = ("diagnosis", "heldout")
+_XSTEST_SPLIT_SALT = "trustlab-39-xstest-split:"
+
+
+def xstest_half(label: str, half: str) -> Any:
+    """A fixed half of XSTest's ``safe`` or ``unsafe`` prompts as a prompt set.
+
+    Within each XSTest type the prompts are ordered by SHA-256 of ``salt + id`` and the first
+    ``ceil(n / 2)`` form the ``diagnosis`` half (which may be read per type and per verdict
+    to diagnose a recipe), the rest the ``heldout`` half (reported only, never read per item
+    before a recipe is fixed). The split depends on the ids alone, fixed before any verdict was
+    read (docs/organisms.md, issue 39)."""
+    import hashlib
+
+    from trustlab.datasets.behaviours import load_xstest
+    from trustlab.datasets.prompt_sets import PromptSet
+
+    if label not in ("safe", "unsafe"):
+        raise InputError(f"xstest_half: label must be 'safe' or 'unsafe'. Got {label!r}.")
+    if half not in XSTEST_HALVES:
+        raise InputError(f"xstest_half: half must be one of {XSTEST_HALVES}. Got {half!r}.")
+    items = load_xstest(label)
+    keep: set[str] = set()
+    for category in sorted({b.category for b in items}):
+        group = sorted(
+            (b for b in items if b.category == category),
+            key=lambda b: hashlib.sha256((_XSTEST_SPLIT_SALT + b.id).encode()).hexdigest(),
+        )
+        first = (len(group) + 1) // 2
+        chosen = group[:first] if half == "diagnosis" else group[first:]
+        keep |= {b.id for b in chosen}
+    rows = [b for b in items if b.id in keep]
+    return PromptSet(
+        f"xstest_{label}_{half}",
+        tuple(b.text for b in rows),
+        None,
+        tuple(
+            {"id": b.id, "harmful": b.harmful, "category": b.category, "dataset": b.dataset}
+            for b in rows
+        ),
+        f"XSTest {label}, {half} half (fixed by a salted hash of the ids, per type)",
+    )
 
 
 def evaluate_refusal(
