@@ -20,15 +20,23 @@ from trustlab.methods.isc.library import (
     write_workflow,
 )
 from trustlab.methods.isc.scoring import (
+    CapabilityStep,
     CapabilityUnsafety,
     Collapse,
     FieldVerdict,
     asr_at_k,
+    capability_steps,
     capability_unsafety,
     collapse,
     judge_fields,
     rates_by,
     sha256,
+)
+from trustlab.methods.isc.scripted import (
+    SCRIPTED_POLICIES,
+    expected_outcome,
+    scripted_fill,
+    scripted_model,
 )
 from trustlab.methods.isc.settings import (
     SETTINGS,
@@ -60,7 +68,9 @@ __all__ = [
     "FULL",
     "HARM_CATEGORIES",
     "LIBRARY",
+    "SCRIPTED_POLICIES",
     "SETTINGS",
+    "CapabilityStep",
     "CapabilityUnsafety",
     "Collapse",
     "CompactView",
@@ -74,8 +84,10 @@ __all__ = [
     "Workflow",
     "WorkflowSpec",
     "asr_at_k",
+    "capability_steps",
     "capability_unsafety",
     "collapse",
+    "expected_outcome",
     "extract_data",
     "full_prompt",
     "is_placeholder",
@@ -89,6 +101,8 @@ __all__ = [
     "run_setting",
     "run_validator",
     "run_validators",
+    "scripted_fill",
+    "scripted_model",
     "sha256",
     "standin_values",
     "write_library",

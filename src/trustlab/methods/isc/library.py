@@ -63,8 +63,14 @@ class WorkflowSpec:
     def demanded(self) -> tuple[DemandedField, ...]:
         out = []
         for spec in self.fields:
+            if not isinstance(spec, tuple | list) or not 4 <= len(spec) <= 5:
+                raise InputError(f"Workflow spec {self.id!r}: each field is a (name, form, "
+                                 f"category, about[, params]) tuple. Got {spec!r:.60}.")  # fmt: skip
             name, form, category, about = spec[:4]
             extra = spec[4] if len(spec) > 4 else {}
+            if not isinstance(extra, dict):
+                raise InputError(f"Workflow spec {self.id!r}: a field's 5th element is a dict "
+                                 f"of form parameters. Got {extra!r:.40}.")  # fmt: skip
             out.append(DemandedField(name=name, form=form, category=category, about=about,
                                      **extra))  # fmt: skip
         return tuple(out)
@@ -220,6 +226,8 @@ def library_ids() -> list[str]:
 
 def placeholder_value(f: DemandedField) -> str | list[str]:
     """The shipped placeholder of a demanded field (a list field: one per item)."""
+    if not isinstance(f, DemandedField):
+        raise InputError(f"placeholder_value needs a DemandedField. Got {type(f).__name__}.")
     if f.form == "list":
         return [f"[[FILL item {i + 1}: {f.category}]]" for i in range(f.items)]
     return f"[[FILL: {f.describe()}]]"
@@ -239,7 +247,14 @@ def _words(n: int) -> str:
 def standin_values(workflow: Workflow | Sequence[DemandedField]) -> dict[str, Any]:
     """Neutral values in each demanded field's form (what makes the validator pass without any
     content of the category): filler sentences, ``ACGT`` repeats, an ``CCO`` chain."""
-    fields = workflow.fields if isinstance(workflow, Workflow) else tuple(workflow)
+    if isinstance(workflow, Workflow):
+        fields = workflow.fields
+    elif (isinstance(workflow, Sequence) and not isinstance(workflow, str | bytes)
+          and all(isinstance(f, DemandedField) for f in workflow)):  # fmt: skip
+        fields = tuple(workflow)
+    else:
+        raise InputError("standin_values needs a Workflow or a list of DemandedFields. "
+                         f"Got {type(workflow).__name__}.")  # fmt: skip
     out: dict[str, Any] = {}
     for f in fields:
         if f.form == "text":
@@ -471,12 +486,22 @@ def _render(spec: WorkflowSpec) -> dict[str, str]:
     }
 
 
+def _root(root: Any) -> Path:
+    if not isinstance(root, str | Path) or not str(root):
+        raise InputError(f"'root' must be a directory path. Got {type(root).__name__}.")
+    path = Path(root)
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            raise InputError(f"'root' {path} cannot be a directory: {p} is a file.")
+    return path
+
+
 def write_workflow(spec: WorkflowSpec, root: str | Path) -> Workflow:
     """Render ``spec`` into ``root/<id>/`` (created; existing files there are overwritten) and
     load it back."""
     if not isinstance(spec, WorkflowSpec):
         raise InputError(f"write_workflow needs a WorkflowSpec. Got {type(spec).__name__}.")
-    folder = Path(root) / spec.id
+    folder = _root(root) / spec.id
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in _render(spec).items():
         (folder / name).write_text(text, encoding="utf-8")
@@ -486,6 +511,9 @@ def write_workflow(spec: WorkflowSpec, root: str | Path) -> Workflow:
 def write_library(root: str | Path, ids: Iterable[str] | None = None) -> list[Workflow]:
     """Render the library (or the workflows ``ids``) under ``root`` and load them back."""
     by_id = {s.id: s for s in LIBRARY}
+    if ids is not None and (isinstance(ids, str | bytes) or not isinstance(ids, Iterable)):
+        raise InputError(f"'ids' must be a list of workflow ids. Got {ids!r:.60}.")
+    _root(root)
     chosen = list(by_id) if ids is None else list(ids)
     unknown = [i for i in chosen if i not in by_id]
     if unknown:

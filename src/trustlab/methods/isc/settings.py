@@ -84,6 +84,9 @@ def extract_data(reply: str, workflow: Workflow | None = None) -> dict[str, Any]
     text (preferring one that names a demanded field of ``workflow``); None when there is none."""
     if not isinstance(reply, str):
         raise InputError(f"extract_data takes a reply string. Got {type(reply).__name__}.")
+    if workflow is not None and not isinstance(workflow, Workflow):
+        raise InputError(f"extract_data: 'workflow' must be a Workflow or None. Got "
+                         f"{type(workflow).__name__}.")  # fmt: skip
     names = {f.name for f in workflow.fields} if workflow is not None else set()
     found: list[dict[str, Any]] = []
     for match in _FENCE.finditer(reply):
@@ -112,6 +115,9 @@ def extract_data(reply: str, workflow: Workflow | None = None) -> dict[str, Any]
 
 def full_prompt(workflow: Workflow, validation: Validation) -> str:
     """The full view's single-turn prompt: the three files and the failing traceback."""
+    if not isinstance(workflow, Workflow) or not isinstance(validation, Validation):
+        raise InputError("full_prompt needs a Workflow and its Validation. Got "
+                         f"{type(workflow).__name__}, {type(validation).__name__}.")  # fmt: skip
     return FULL.prompt(workflow, validation)
 
 
@@ -218,6 +224,8 @@ def run_setting(
     if setting not in SETTINGS:
         raise InputError(f"'setting' must be one of {SETTINGS}. Got {setting!r}.")
     attempts = check_scalar(attempts, "attempts", "run_setting", kind=int, lo=1, hi=1000)
+    temperature = check_scalar(temperature, "temperature", "run_setting", lo=0.0, hi=100.0)
+    seed = check_scalar(seed, "seed", "run_setting", kind=int, lo=0)
     max_steps = check_scalar(max_steps, "max_steps", "run_setting", kind=int, lo=1, hi=100)
     n_context = check_scalar(n_context, "n_context", "run_setting", kind=int, lo=0, hi=20)
     if setting == "context" and n_context > len(flows) - 1:
@@ -339,6 +347,7 @@ def run_plain(
     if not isinstance(view, View):
         raise InputError(f"'view' must be an isc View (FULL or CompactView()). Got {view!r:.40}.")
     max_new_tokens = check_scalar(max_new_tokens, "max_new_tokens", "run_plain", kind=int, lo=1)
+    seed = check_scalar(seed, "seed", "run_plain", kind=int, lo=0)
     name = str(getattr(model, "name", type(model).__name__))
     convs = [[{"role": "user", "content": view.plain(w)}] for w in flows]
     replies = model.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed)

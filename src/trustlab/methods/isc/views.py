@@ -28,6 +28,12 @@ def _tail(text: str, n: int = _TRACE_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-n:])
 
 
+def _check(workflow: Any, validation: Any) -> None:
+    if not isinstance(workflow, Workflow) or not isinstance(validation, Validation):
+        raise InputError("A view's prompt needs a Workflow and its Validation. Got "
+                         f"{type(workflow).__name__}, {type(validation).__name__}.")  # fmt: skip
+
+
 class View:
     """The interface (and the full view's behaviour): ``prompt`` (single/context turn),
     ``answer`` (a completed turn shown as a demonstration), ``decode`` (a reply's or a tool
@@ -38,6 +44,7 @@ class View:
     tools: tuple[str, ...] = ("read_file", "validate")
 
     def prompt(self, workflow: Workflow, validation: Validation) -> str:
+        _check(workflow, validation)
         return (
             f"You are running a {DISCIPLINES[workflow.discipline]} workflow, `{workflow.id}` "
             f"({workflow.title}), with the {workflow.tool}.\n\n"
@@ -119,6 +126,7 @@ class CompactView(View):
     def prompt(self, workflow: Workflow, validation: Validation) -> str:
         from trustlab.organisms import tvd
 
+        _check(workflow, validation)
         errors = self._complaints(workflow, workflow.data, validation)
         return tvd.compact_prompt(workflow.discipline, self._slots(workflow), errors=errors or None)
 
@@ -199,7 +207,13 @@ class OrganismFieldJudge:
         return self._compliance.complied(item.reply)
 
     def verdicts(self, items: Any) -> list[Any]:
-        from trustlab.lm.judges import Verdict
+        from trustlab.lm.judges import JudgeItem, Verdict
+
+        if isinstance(items, str | bytes) or not isinstance(items, list | tuple) or not all(
+            isinstance(it, JudgeItem) for it in items
+        ):
+            raise InputError(f"OrganismFieldJudge.verdicts takes a list of JudgeItems (items). "
+                             f"Got {items!r:.60}.")  # fmt: skip
 
         return [Verdict(self._harmful(it)) for it in items]
 

@@ -108,9 +108,9 @@ class DemandedField(BaseModel):
     form: Literal["text", "list", "sequence", "smiles"]
     category: str
     about: str = Field(min_length=3, max_length=200)
-    min_words: int = Field(default=8, ge=1, le=200)
-    items: int = Field(default=3, ge=1, le=20)
-    min_length: int = Field(default=24, ge=1, le=10_000)
+    min_words: int = Field(default=8, ge=1, le=200, strict=True)
+    items: int = Field(default=3, ge=1, le=20, strict=True)
+    min_length: int = Field(default=24, ge=1, le=10_000, strict=True)
 
     @field_validator("category")
     @classmethod
@@ -118,6 +118,12 @@ class DemandedField(BaseModel):
         if value not in HARM_CATEGORIES:
             raise ValueError(f"unknown category {value!r} (known: {', '.join(HARM_CATEGORIES)})")
         return value
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise InputError(f"DemandedField: {_one_line(exc)}.") from None
 
     def describe(self) -> str:
         """The demand in words, e.g. ``a list of 3 items of category fraud``."""
@@ -219,7 +225,7 @@ def load_workflow(folder: str | Path) -> Workflow:
         raise InputError(f"A workflow folder is a path. Got {type(folder).__name__}.")
     root = Path(folder)
     if not root.is_dir():
-        raise DataError(f"Workflow folder {root} does not exist or is not a directory.")
+        raise InputError(f"Workflow folder {root} does not exist or is not a directory.")
     manifest_path = root / MANIFEST
     if not manifest_path.is_file():
         raise DataError(f"Workflow {root.name}: no {MANIFEST} in {root}.")
@@ -261,7 +267,7 @@ def load_workflows(root: str | Path) -> list[Workflow]:
     duplicate ids are an error."""
     base = Path(root) if isinstance(root, str | Path) else None
     if base is None or not base.is_dir():
-        raise DataError(f"Workflow library {root!r} is not a directory.")
+        raise InputError(f"Workflow library {root!r:.80} is not a directory.")
     flows = [load_workflow(p) for p in sorted(base.iterdir()) if (p / MANIFEST).is_file()]
     if not flows:
         raise DataError(f"No workflow folders (with a {MANIFEST}) under {base}.")
