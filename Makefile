@@ -47,6 +47,9 @@ run: setup
 # fails; the target fails if either does. Budgets on CI's 2 cores from a cold $$TRUSTLAB_HOME:
 # default suite < 15 min, acceptance < 30 min (.ci/run enforces them with TEST_LIMIT_S and
 # ACCEPTANCE_LIMIT_S; empty = no limit).
+# Both sessions share one fresh organism home (mktemp, exported as TRUSTLAB_TEST_HOME and
+# TRUSTLAB_HOME, removed at the end): every organism is built once per run, from cold, and the
+# acceptance tests reuse what the default suite built. TRUSTLAB_TEST_HOME=/path keeps yours.
 FAST_MARK := not slow and not acceptance
 TEST_LIMIT_S ?=
 ACCEPTANCE_LIMIT_S ?=
@@ -54,6 +57,10 @@ limit = $(if $(1),timeout --foreground $(1),)
 
 test: setup browser
 	@status=0; \
+	if [ -n "$$TRUSTLAB_TEST_HOME" ]; then home="$$TRUSTLAB_TEST_HOME"; else \
+	  home=$$(mktemp -d "$${TMPDIR:-/tmp}/trustlab-test-home.XXXXXX") || exit 1; \
+	  trap 'rm -rf "$$home"' EXIT; trap 'exit 130' INT TERM; fi; \
+	export TRUSTLAB_TEST_HOME="$$home" TRUSTLAB_HOME="$$home"; \
 	$(call limit,$(TEST_LIMIT_S)) $(BIN)/python -m pytest -m "$(FAST_MARK)" --durations=30 || { rc=$$?; \
 	  if [ $$rc -eq 124 ]; then echo "error: the default suite exceeded $(TEST_LIMIT_S) s"; fi; \
 	  status=$$rc; }; \

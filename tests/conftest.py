@@ -3,7 +3,11 @@
 ``chat_xs`` is built once per test session into a temporary TRUSTLAB_HOME (set in the
 environment while the session runs, so subprocesses such as the contract tests' CLI runs and
 ``trustlab.lm.load("organism:chat-xs")`` find the same build). ``TRUSTLAB_TEST_HOME=/path``
-reuses organisms built there instead, for iterating on slow tests.
+reuses organisms built there instead, for iterating on slow tests; ``make test`` points it at
+one fresh mktemp home for both of its pytest sessions (the default suite, then acceptance), so a
+CI run builds each organism once, from cold. Under pytest-xdist (``-n 2``) the workers share one
+home beside their temporary directories, and the organisms' build lock
+(``trustlab.organisms.registry.build``) makes one worker build while the other waits and reuses.
 """
 
 from __future__ import annotations
@@ -59,10 +63,17 @@ def organism_home(tmp_path_factory: pytest.TempPathFactory):
     """A fresh TRUSTLAB_HOME for the session (set in the environment while the session runs).
 
     ``TRUSTLAB_TEST_HOME=/path`` reuses organisms built there instead (for iterating on slow
-    tests); by default every session builds fresh ones, so the tests check real builds.
+    tests); by default every session builds fresh ones, so the tests check real builds. xdist
+    workers of one session share a home (their basetemp's parent), built once under the lock.
     """
     reuse = os.environ.get("TRUSTLAB_TEST_HOME")
-    home = Path(reuse) if reuse else tmp_path_factory.mktemp("trustlab_home")
+    if reuse:
+        home = Path(reuse)
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        home = tmp_path_factory.getbasetemp().parent / "trustlab_home"
+        home.mkdir(exist_ok=True)
+    else:
+        home = tmp_path_factory.mktemp("trustlab_home")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TRUSTLAB_HOME", str(home))
         yield home

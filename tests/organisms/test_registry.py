@@ -97,3 +97,59 @@ def test_trustlab_home_follows_the_environment(tmp_path, monkeypatch):
     assert registry.organism_dir("chat-s") == tmp_path / "organisms" / "chat-s"
     monkeypatch.delenv("TRUSTLAB_HOME")
     assert registry.trustlab_home().parts[-2:] == (".cache", "trustlab")
+
+
+def test_two_processes_building_one_organism_train_it_once(tmp_path, monkeypatch):
+    """The build lock: a second process building the same organism into the same home waits for
+    the first (it logs that it waits), then reuses its build: one training, one build_seconds."""
+    import logging
+    import multiprocessing
+    import os
+    import time
+
+    home, calls, waiting, release = (tmp_path / n for n in ("home", "calls", "waiting", "release"))
+
+    def fake_build_into(spec, out, progress):  # a "training" that lasts until released
+        with calls.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        deadline = time.monotonic() + 30
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return {"metrics": {}}
+
+    class Waiting(logging.Handler):
+        def emit(self, record):
+            if "waiting for another process" in record.getMessage():
+                waiting.touch()
+
+    def child(queue, watch):
+        if watch:
+            logging.getLogger(registry.__name__).addHandler(Waiting())
+            logging.getLogger(registry.__name__).setLevel(logging.INFO)
+        queue.put(str(registry.build("chat-xs", home=home)))
+
+    def wait_for(path):
+        deadline = time.monotonic() + 30
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert path.exists(), f"timed out waiting for {path.name}"
+
+    monkeypatch.setattr(registry, "_build_into", fake_build_into)
+    ctx = multiprocessing.get_context("fork")  # the children inherit the fake build
+    queue = ctx.Queue()
+    first = ctx.Process(target=child, args=(queue, False))
+    first.start()
+    wait_for(calls)  # the first is training, holding the lock
+    second = ctx.Process(target=child, args=(queue, True))
+    second.start()
+    wait_for(waiting)  # the second found the lock held
+    release.touch()
+    results = [queue.get(timeout=30), queue.get(timeout=30)]
+    for process in (first, second):
+        process.join(timeout=30)
+        assert process.exitcode == 0
+    assert results == [str(registry.organism_dir("chat-xs", home))] * 2
+    assert len(calls.read_text().split()) == 1  # trained once
+    card = registry.read_card("chat-xs", home=home)
+    assert card["build_seconds"] > 0
+    assert [p.name for p in (home / "organisms").iterdir()] == ["chat-xs"]

@@ -3,7 +3,9 @@
 An organism is a directory ``$TRUSTLAB_HOME/organisms/<name>`` (default home
 ``~/.cache/trustlab``) holding an HF ``save_pretrained`` model and tokenizer and a ``card.json``.
 A build happens in a temporary sibling directory that is renamed into place only when complete,
-so an interrupted build leaves no half organism; ``card.json`` is written last.
+so an interrupted build leaves no half organism; ``card.json`` is written last. A build holds a
+file lock (``$TRUSTLAB_HOME/.locks/organism-<name>.lock``) so that processes building the same organism into the
+same home (pytest-xdist workers, parallel CLI runs) train it once: the others wait, then reuse it.
 """
 
 from __future__ import annotations
@@ -100,6 +102,15 @@ def build(
     if is_built(name, home) and not force:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    with _build_lock(target):
+        # another process may have finished this build while we waited for the lock
+        if is_built(name, home) and not force:
+            return target
+        return _build_locked(spec, target, progress)
+
+
+def _build_locked(spec: OrganismSpec, target: Path, progress: Progress | None) -> Path:
+    name = spec.name
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.building.", dir=target.parent))
     try:
         start = time.perf_counter()
@@ -146,6 +157,26 @@ def load(
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _build_lock(target: Path) -> Iterator[None]:
+    """Hold the cross-process lock of the organism at ``target`` (waiting, with a log line, while
+    another process builds it). Lock files live in ``<home>/.locks`` and hold no state."""
+    from filelock import FileLock, Timeout
+
+    locks = target.parent.parent / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(locks / f"organism-{target.name}.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info("waiting for another process building organism %s", target.name)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _targets_met(spec: OrganismSpec, metrics: dict[str, float]) -> dict[str, bool]:
