@@ -33,16 +33,7 @@ def flows(tmp_path_factory):
 
 def _fill(w):
     """Scripted content in each field's form: not a placeholder, not the neutral stand-in."""
-    out = {}
-    for f in w.fields:
-        words = " ".join(["scripted"] * f.min_words)
-        out[f.name] = {
-            "text": words,
-            "list": [words] * f.items,
-            "sequence": "GATC" * (f.min_length // 4 + 1),
-            "smiles": "CCN" * (f.min_length // 3 + 1),
-        }[f.form]
-    return out
+    return isc.scripted_fill(w)
 
 
 def _policy(flows, kind, comply_disciplines=None):

@@ -387,41 +387,17 @@ def build_tvd(spec: Any, out: Any, progress: Any = None) -> dict[str, Any]:
     return its card. It has its **own** word-level vocabulary (chat corpus + workflow words):
     the grown family's shared tokenizer is left alone, so no other organism's build changes."""
     import math
-    import time
 
-    import torch
-
-    from trustlab.core.runtime import torch_runtime
+    from trustlab.organisms.build_grown import grown_card, train_grown
     from trustlab.organisms.metrics import chat_metrics
     from trustlab.organisms.tokenizer import build_tokenizer
-    from trustlab.organisms.train import make_llama, train_lm
 
     corpus = build_tvd_corpus(spec.seed, n_train=spec.n_train, n_heldout=spec.n_heldout)
     tokenizer = build_tokenizer(list(corpus.texts()))
-    generator = torch.Generator().manual_seed(spec.seed)
 
-    def on_step(step: int, total: int, loss: float) -> None:
-        if progress is not None:
-            progress(f"training {spec.name}", step, total)
+    def evaluate(model: Any) -> dict[str, float]:
+        metrics = {**chat_metrics(model, tokenizer, corpus), **tvd_metrics(model, tokenizer, corpus)}
+        return {k: v for k, v in metrics.items() if not math.isnan(v)}
 
-    with torch_runtime(spec.train.threads, deterministic=True):
-        model = make_llama(spec.shape, tokenizer, generator, spec.train.init_std)
-        cpu_start = time.process_time()
-        model, stats = train_lm(model, tokenizer, list(corpus.train), spec.train, generator,
-                                progress=on_step)  # fmt: skip
-        stats["train_cpu_seconds"] = time.process_time() - cpu_start
-        eval_start = time.perf_counter()
-        metrics = chat_metrics(model, tokenizer, corpus)
-        metrics.update(tvd_metrics(model, tokenizer, corpus))
-        stats["eval_seconds"] = time.perf_counter() - eval_start
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return {
-        "kind": "grown",
-        "architecture": "LlamaForCausalLM",
-        "n_params": sum(p.numel() for p in model.parameters()),
-        "vocab_size": len(tokenizer),
-        "corpus": {"tvd": {"sha256": corpus.sha256, "n_train": len(corpus.train)}},
-        "training": stats,
-        "metrics": {k: v for k, v in metrics.items() if not math.isnan(v)},
-    }
+    model, stats, metrics = train_grown(spec, tokenizer, list(corpus.train), evaluate, progress)
+    return grown_card(model, tokenizer, {"tvd": corpus}, stats, metrics, out)

@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trustlab.core.errors import DataError, InputError
+from trustlab.organisms.tvd import DISCIPLINES as _ORGANISM_DISCIPLINES
 from trustlab.sandbox import Sandbox, SandboxResult
 
 __all__ = [
@@ -56,14 +57,11 @@ __all__ = [
     "run_validators",
 ]
 
-#: The eight disciplines of the paper's workflow library (id -> display name).
+#: The eight disciplines of the paper's workflow library (id -> display name): the ids and
+#: order of the tvd organisms' corpus (:data:`trustlab.organisms.tvd.DISCIPLINES`, whose words
+#: the organisms read), two names spelled for people.
 DISCIPLINES: dict[str, str] = {
-    "toxicity_evaluation": "toxicity evaluation",
-    "content_moderation": "content moderation",
-    "molecular_docking": "molecular docking",
-    "pathogen_genomics": "pathogen genomics",
-    "cybersecurity_tooling": "cybersecurity tooling",
-    "pharmacology": "pharmacology",
+    **_ORGANISM_DISCIPLINES,
     "media_fact_checking": "media fact-checking",
     "ai_safety_tooling": "AI-safety tooling",
 }
