@@ -72,6 +72,12 @@ def test_minilm_semantics_and_disk_cache(tmp_path):
     assert v.shape == (3, 384)
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, rtol=1e-5)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.3  # paraphrases are near, unrelated text is far
+    # batches are formed by token length, not input order: every row is its own text's vector
+    # (as embedded alone, up to float rounding) and rows come back in the order given
+    texts = ["Quarterly revenue rose by ten percent over the same months of last year.", "Hi."]
+    alone = MiniLMEmbedder(None, batch_size=1)
+    alone._model, alone._tokenizer = emb._model, emb._tokenizer  # no second load
+    np.testing.assert_allclose(emb._compute(texts), alone._compute(texts), atol=1e-6)
     warm = MiniLMEmbedder(tmp_path / "m.sqlite")
     warm._compute = None  # type: ignore[assignment]  # served from the SQLite cache
     assert np.array_equal(warm.encode(["A kitten naps on the couch."]), v[1:2])

@@ -197,12 +197,21 @@ class MiniLMEmbedder(_CachedEmbedder):
         import torch
 
         self._load()
-        out = []
+        # Batches of texts of similar token length (sorted by length, ties by position): a
+        # batch pads to its longest text, and lexicographic neighbours differ widely in length
+        # (measured on LiSA's 13,148 suite texts: 1.9x fewer CPU-s than batching in the given
+        # order). Padding is masked, so a text's vector depends on its batch mates only through
+        # float rounding (|diff| <= 3e-7, as it already did between cold and warm caches).
+        lengths = self._tokenizer(  # type: ignore[misc]
+            texts, truncation=True, max_length=self.max_length
+        )["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: (len(lengths[i]), i))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         with torch.inference_mode():
-            for start in range(0, len(texts), self.batch_size):
-                chunk = texts[start : start + self.batch_size]
+            for start in range(0, len(order), self.batch_size):
+                idx = order[start : start + self.batch_size]
                 batch = self._tokenizer(  # type: ignore[misc]
-                    chunk,
+                    [texts[i] for i in idx],
                     padding=True,
                     truncation=True,
                     max_length=self.max_length,
@@ -211,8 +220,8 @@ class MiniLMEmbedder(_CachedEmbedder):
                 hidden = self._model(**batch).last_hidden_state  # type: ignore[misc]
                 mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                out.append(pooled.float().numpy())
-        return _unit(np.concatenate(out, axis=0))
+                out[idx] = pooled.float().numpy()
+        return _unit(out)
 
 
 class HashingEmbedder(_CachedEmbedder):
