@@ -50,7 +50,11 @@ run: setup
 # Both sessions share one fresh organism home (mktemp, exported as TRUSTLAB_TEST_HOME and
 # TRUSTLAB_HOME, removed at the end): every organism is built once per run, from cold, and the
 # acceptance tests reuse what the default suite built. TRUSTLAB_TEST_HOME=/path keeps yours.
+# XDIST=2: the default suite on two pytest-xdist workers (tests sharing a module-scoped fixture
+# stay on one worker, see tests/conftest.py; organisms are built once under the build lock).
 FAST_MARK := not slow and not acceptance
+XDIST ?=
+xdist = $(if $(XDIST),-n $(XDIST) --dist loadgroup,)
 TEST_LIMIT_S ?=
 ACCEPTANCE_LIMIT_S ?=
 limit = $(if $(1),timeout --foreground $(1),)
@@ -61,7 +65,7 @@ test: setup browser
 	  home=$$(mktemp -d "$${TMPDIR:-/tmp}/trustlab-test-home.XXXXXX") || exit 1; \
 	  trap 'rm -rf "$$home"' EXIT; trap 'exit 130' INT TERM; fi; \
 	export TRUSTLAB_TEST_HOME="$$home" TRUSTLAB_HOME="$$home"; \
-	$(call limit,$(TEST_LIMIT_S)) $(BIN)/python -m pytest -m "$(FAST_MARK)" --durations=30 || { rc=$$?; \
+	$(call limit,$(TEST_LIMIT_S)) $(BIN)/python -m pytest -m "$(FAST_MARK)" $(xdist) --durations=30 || { rc=$$?; \
 	  if [ $$rc -eq 124 ]; then echo "error: the default suite exceeded $(TEST_LIMIT_S) s"; fi; \
 	  status=$$rc; }; \
 	$(call limit,$(ACCEPTANCE_LIMIT_S)) $(BIN)/python -m pytest -m acceptance --durations=0 || { rc=$$?; \
@@ -71,7 +75,7 @@ test: setup browser
 
 # The default suite only (no acceptance, no slow tests): what to run while developing.
 test-fast: setup browser
-	$(BIN)/python -m pytest -m "$(FAST_MARK)"
+	$(BIN)/python -m pytest -m "$(FAST_MARK)" $(xdist)
 
 test-acceptance: setup
 	$(BIN)/python -m pytest -m acceptance
