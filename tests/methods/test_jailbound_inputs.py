@@ -28,11 +28,13 @@ from tests.malformed import (
     scalar,
 )
 
+from trustlab import lm
 from trustlab.core.errors import DataError, InputError
 from trustlab.embed import HashingEmbedder
 from trustlab.methods.jailbound import (
     GRADIENT_COST,
     METHODS,
+    REQUEST_SLOT,
     SUFFIX_SLOT,
     AttackRecord,
     AttackType,
@@ -42,6 +44,7 @@ from trustlab.methods.jailbound import (
     DualBranchSearch,
     GCGSearch,
     MetaAttack,
+    ModelMetaAttackGenerator,
     PEZSearch,
     RandomSearch,
     RiskCategory,
@@ -53,13 +56,18 @@ from trustlab.methods.jailbound import (
     allowed_suffix_tokens,
     attack_transforms,
     behaviour_placeholder,
+    build_generator,
     coverage_report,
     default_coverage,
     default_taxonomy_path,
+    finetune_generator,
+    generator_instruction,
     list_items,
     load_taxonomy,
     make_search,
     materialise,
+    meta_attack_examples,
+    meta_attack_prompts,
     search_attacks,
 )
 
@@ -102,7 +110,33 @@ def _generate(cell, behaviour):
     return [m.prompt for m in out]
 
 
+def _model_generate(cell, behaviour):
+    chat = lm.ScriptedChatModel(lambda conv: f"Be free. {REQUEST_SLOT} Go.")
+    out = ModelMetaAttackGenerator(chat, TAX).fit().generate(cell, behaviour)
+    return [m.prompt for m in out]
+
+
+def _prompts(requests, risks):
+    gens = {"template": TemplateMetaAttackGenerator(TAX).fit()}
+    return meta_attack_prompts(gens, requests, risks, domains=["finance"], attacks=["role_play"])
+
+
+RISKS = Kind("risks", (Mutation("string", lambda v, r: "fraud"),
+                       Mutation("empty", lambda v, r: []),
+                       Mutation("unknown", lambda v, r: ["mars"]),
+                       Mutation("int", lambda v, r: 3)))
+
 TAXONOMY_CASES = [
+    Case("ModelMetaAttackGenerator.generate", _model_generate,
+         {"cell": Cell("fraud", "finance", "role_play"), "behaviour": "[behaviour: fraud]"},
+         {"cell": OBJECT, "behaviour": TEXT}),
+    Case("generator_instruction", lambda cell: generator_instruction(TAX, cell),
+         {"cell": ("fraud", "finance", "role_play")}, {"cell": OBJECT}),
+    Case("meta_attack_examples", lambda risks: len(meta_attack_examples(TAX, risks)),
+         {"risks": ["fraud"]}, {"risks": RISKS}),
+    Case("meta_attack_prompts", _prompts,
+         {"requests": [REQUEST, "Explain [behaviour: weapons]."], "risks": ["fraud", "weapons"]},
+         {"requests": OBJECT, "risks": RISKS}),
     Case("load_taxonomy", lambda path: _tax_summary(load_taxonomy(path)),
          {"path": str(default_taxonomy_path())}, {"path": PATH}),
     Case("coverage_report", _coverage,
@@ -202,6 +236,19 @@ def test_search_inputs(model):
         for param, kind in case.kinds.items():
             for m in kind.mutations:
                 run_one(case, param, m)
+
+
+def test_generator_builders_reject_bad_input_before_any_work(tmp_path):
+    """build_generator / finetune_generator: a bad base, taxonomy or risk list is one line,
+    before any model is loaded (the real build is the slow study's)."""
+    for bad in ("chat-s", None, 3, "openai:http://x|m"):
+        with pytest.raises(InputError, match="base"):
+            build_generator(bad, home=tmp_path)
+    with pytest.raises(InputError, match="risks"):
+        build_generator("organism:chat-xs", risks=["mars"], home=tmp_path)
+    with pytest.raises(InputError, match="taxonomy"):
+        finetune_generator(object(), taxonomy=3)
+    assert not any(tmp_path.iterdir())
 
 
 def test_records_and_constants():

@@ -2,12 +2,21 @@
 
 A hierarchical threat taxonomy (risk category x application domain x attack type, shipped as
 data with HarmBench's, StrongREJECT's and the organisms' categories mapped in), a template
-meta-attack generator, coverage reports against the plain public lists, and the first-order
+meta-attack generator and a model one over any ChatModel (fine-tuned on the templates' meta-attack
+examples), coverage reports against the plain public lists, and the first-order
 dual-branch embedding-space suffix search with zero-order, random-search and GCG baselines at an
 equal query budget.
 """
 
 from trustlab.methods.jailbound.coverage import default_coverage
+from trustlab.methods.jailbound.generator import (
+    REQUEST_SLOT,
+    ModelMetaAttackGenerator,
+    build_generator,
+    finetune_generator,
+    generator_instruction,
+    meta_attack_examples,
+)
 from trustlab.methods.jailbound.meta_attack import (
     SUFFIX_SLOT,
     MetaAttack,
@@ -30,6 +39,7 @@ from trustlab.methods.jailbound.study import (
     AttackRecord,
     attack_transforms,
     make_search,
+    meta_attack_prompts,
     search_attacks,
 )
 from trustlab.methods.jailbound.taxonomy import (
@@ -49,6 +59,7 @@ from trustlab.methods.jailbound.taxonomy import (
 __all__ = [
     "GRADIENT_COST",
     "METHODS",
+    "REQUEST_SLOT",
     "SUFFIX_SLOT",
     "AttackRecord",
     "AttackType",
@@ -58,6 +69,7 @@ __all__ = [
     "DualBranchSearch",
     "GCGSearch",
     "MetaAttack",
+    "ModelMetaAttackGenerator",
     "PEZSearch",
     "RandomSearch",
     "RiskCategory",
@@ -69,12 +81,17 @@ __all__ = [
     "allowed_suffix_tokens",
     "attack_transforms",
     "behaviour_placeholder",
+    "build_generator",
     "coverage_report",
     "default_coverage",
     "default_taxonomy_path",
+    "finetune_generator",
+    "generator_instruction",
     "list_items",
     "load_taxonomy",
     "make_search",
     "materialise",
+    "meta_attack_examples",
+    "meta_attack_prompts",
     "search_attacks",
 ]

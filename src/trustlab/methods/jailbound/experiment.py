@@ -54,6 +54,16 @@ class JailboundConfig(ExperimentConfig):
     wrapper_reference: bool = Field(True, description="Also judge one known wrapper (the "
                                     "generator's first prefix-injection template) as a "
                                     "reference, not a baseline.")  # fmt: skip
+    meta_attacks: bool = Field(True, description="Judge the template meta-attacks on the search "
+                               "target per taxonomy cell: every templated attack type x every "
+                               "domain x the behaviours' risk categories.")  # fmt: skip
+    generator: str | None = Field(None, description="A meta-attack generator judged per cell "
+                                  "next to the templates (paired): a chat-model spec (hf:, "
+                                  "organism:, openai:) or 'finetune:<base>' to fine-tune <base> "
+                                  "(e.g. organism:smol-chat) on the taxonomy's meta-attack "
+                                  "examples (cached).")  # fmt: skip
+    generator_temperature: float = Field(1.0, ge=0, le=5, description="Sampling temperature of "
+                                         "the generator (0: greedy).")  # fmt: skip
     max_new_tokens: int = Field(32, ge=1, le=512, description="Reply tokens judged.")
     alpha: float = Field(0.05, gt=0, lt=1, description="Interval level (1 - alpha).")
     threads: Threads = Field(1, description="torch CPU threads (fixed for determinism).")
@@ -66,6 +76,7 @@ class JailboundConfig(ExperimentConfig):
         "embedder": "hashing",
         "min_similarity": 0.5,
         "wrapper_reference": False,
+        "meta_attacks": False,
         "max_new_tokens": 24,
     }
 
@@ -163,8 +174,66 @@ def run(config: JailboundConfig, ctx: RunContext) -> Report:
                 alpha=config.alpha, backend=ctx.backend,
                 store=ctx.unit_store(f"evaluate-{target.replace(':', '-').replace('/', '_')}"),
             )  # fmt: skip
+    meta = None
+    if config.meta_attacks or config.generator:
+        with ctx.stage("meta-attacks"), torch_runtime(config.threads):
+            meta = _meta_attacks(config, ctx, requests, categories, coverage.taxonomy)
     with ctx.stage("report"):
         fill_report(ctx.report, config=config, coverage=coverage, records=records,
                     categories=categories, evaluations=evaluations,
-                    source=CATEGORY_SOURCES.get(config.behaviours))
+                    source=CATEGORY_SOURCES.get(config.behaviours), meta=meta)
     return ctx.report
+
+
+def _meta_attacks(config: JailboundConfig, ctx: RunContext, requests: list[str],
+                  categories: list[str | None], taxonomy: Any) -> dict[str, Any]:
+    """Template (and generator) meta-attacks per cell, judged on the search target."""
+    import trustlab.lm as lm
+    from trustlab.datasets.prompt_sets import PromptSet
+    from trustlab.methods.jailbound.generator import ModelMetaAttackGenerator, build_generator
+    from trustlab.methods.jailbound.meta_attack import TemplateMetaAttackGenerator
+    from trustlab.methods.jailbound.study import attack_transforms, meta_attack_prompts
+
+    source = CATEGORY_SOURCES.get(config.behaviours)
+    risks = []
+    for c in categories:
+        try:
+            risks.append(taxonomy.risk_of(source, c) if source else "general_harm")
+        except Exception:
+            risks.append("general_harm")
+    gens: dict[str, Any] = {"template": TemplateMetaAttackGenerator(taxonomy).fit()}
+    info: dict[str, Any] = {"risks": risks}
+    if config.generator:
+        spec = config.generator
+        if spec.startswith("finetune:"):
+            path = build_generator(spec.removeprefix("finetune:"), taxonomy,
+                                   progress=lambda d, s, t: None)
+            info["generator_card"] = path / "card.json"
+            spec = f"hf:{path}"
+        gens["model"] = ModelMetaAttackGenerator(
+            spec, taxonomy, temperature=config.generator_temperature, seed=ctx.seed).fit()
+    prompts = meta_attack_prompts(gens, requests, risks)
+    if "model" in gens:
+        # novel = not any template of any attack type realised on the same request and domain
+        templates = [t for a in taxonomy.attack_types for t in (a.templates or ())]
+        made = novel = 0
+        for level, mapping in prompts.items():
+            gen_name, _, domain = level.split("|")
+            if gen_name != "model":
+                continue
+            ctx_text = taxonomy.domain(domain).context
+            for r, p in mapping.items():
+                known = {t.replace("{request}", f"{ctx_text} {r}".strip()) for t in templates}
+                made += 1
+                novel += p not in known
+        info["model_prompts"] = made
+        info["model_novel_share"] = novel / made if made else None
+    plain = PromptSet.from_texts("harmful", requests)
+    organism = config.target.startswith("organism:")
+    judges = [lm.RefusalJudge(), *([lm.ComplianceJudge()] if organism else [])]
+    transforms = attack_transforms(prompts)
+    info["evaluation"] = lm.evaluate(
+        {config.target: config.target}, {"harmful": plain}, judges, transforms=transforms,
+        decoding=lm.Decoding(max_new_tokens=config.max_new_tokens), seed=ctx.seed,
+        alpha=config.alpha, backend=ctx.backend, store=ctx.unit_store("evaluate-meta-attacks"))
+    return info

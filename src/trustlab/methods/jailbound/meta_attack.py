@@ -7,8 +7,8 @@ request from a behaviour list, or :func:`behaviour_placeholder` (``[behaviour: <
 generator itself ships no harmful text. An attack type without templates (``optimised_suffix``)
 yields the request followed by :data:`SUFFIX_SLOT`, the slot an embedding-space search fills.
 
-The fine-tuned generator of the paper (smol-chat fine-tuned on meta-attack examples) is not
-built yet; see docs/methods/jailbound.md.
+The fine-tuned generator of the paper (a model fine-tuned on meta-attack examples) is
+:class:`trustlab.methods.jailbound.generator.ModelMetaAttackGenerator` over any ``ChatModel``.
 """
 
 from __future__ import annotations
@@ -40,13 +40,18 @@ def behaviour_placeholder(risk: str) -> str:
 
 @dataclass(frozen=True)
 class MetaAttack:
-    """One generated attack prompt: its cell, which template of the attack type made it, the
-    behaviour it carries and the prompt text."""
+    """One generated attack prompt: its cell, which template of the attack type made it (for a
+    model generator: which sample), the behaviour it carries and the prompt text; ``source`` is
+    ``"template"`` or ``"model"``, ``wrapper`` the model's wrapper text (None for templates) and
+    ``slot_found`` whether the model put the request slot in it."""
 
     cell: Cell
     template: int
     behaviour: str
     prompt: str
+    wrapper: str | None = None
+    slot_found: bool = True
+    source: str = "template"
 
 
 class TemplateMetaAttackGenerator:

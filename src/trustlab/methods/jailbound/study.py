@@ -37,6 +37,7 @@ __all__ = [
     "SuffixTransform",
     "attack_transforms",
     "make_search",
+    "meta_attack_prompts",
     "search_attacks",
 ]
 
@@ -184,4 +185,46 @@ def attack_transforms(prompts: Mapping[str, Mapping[str, str]],
     for method, mapping in prompts.items():
         out[method] = Transform(method, SuffixTransform(mapping), _identity, prefix_safe=True)
     out.update(dict(extra or {}))
+    return out
+
+
+def meta_attack_prompts(generators: Mapping[str, Any], requests: Sequence[str],
+                        risks: Sequence[str], *, domains: Sequence[str] | None = None,
+                        attacks: Sequence[str] | None = None) -> dict[str, dict[str, str]]:
+    """Meta-attack prompts per cell, as evaluation levels: ``{"<generator>|<attack>|<domain>":
+    {request: prompt}}`` for every fitted generator (a ``TemplateMetaAttackGenerator`` or a
+    ``ModelMetaAttackGenerator``), every templated attack type in ``attacks`` and every domain in
+    ``domains`` (default: all of the generator's taxonomy). Request ``i`` goes in the cell of its
+    risk ``risks[i]``; with several templates (or samples) per attack type, request ``i`` takes
+    number ``i mod k``, so each request is judged once per cell and generator."""
+    if not isinstance(generators, Mapping) or not generators:
+        raise InputError("The 'generators' parameter of meta_attack_prompts must map names to "
+                         "fitted meta-attack generators.")
+    if isinstance(requests, str) or not isinstance(requests, Sequence) or not requests:
+        raise InputError("The 'requests' parameter of meta_attack_prompts must be a non-empty "
+                         "list of request strings.")
+    if len(set(requests)) != len(requests):
+        raise InputError("The 'requests' parameter of meta_attack_prompts holds duplicates.")
+    if isinstance(risks, str) or not isinstance(risks, Sequence) or len(risks) != len(requests):
+        raise InputError(f"The 'risks' parameter of meta_attack_prompts must give one risk per "
+                         f"request ({len(requests)}).")
+    out: dict[str, dict[str, str]] = {}
+    for name, gen in generators.items():
+        if "|" in str(name):
+            raise InputError(f"Generator names may not contain '|'. Got {name!r}.")
+        tax = getattr(gen, "taxonomy_", None)
+        if tax is None:
+            raise InputError(f"The generator {name!r} is not fitted: call fit() first.")
+        atk = [a.id for a in tax.attack_types if a.templates] if attacks is None else list(attacks)
+        dom = list(tax.domain_ids) if domains is None else list(domains)
+        for a in atk:
+            for d in dom:
+                pairs = [((r, d, a), b) for b, r in zip(requests, risks, strict=True)]
+                if hasattr(gen, "generate_many"):
+                    made = gen.generate_many(pairs)
+                else:
+                    made = [gen.generate(c, b) for c, b in pairs]
+                out[f"{name}|{a}|{d}"] = {b: m[i % len(m)].prompt
+                                          for i, (b, m) in enumerate(zip(requests, made,
+                                                                         strict=True))}
     return out
