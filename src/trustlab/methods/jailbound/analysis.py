@@ -385,6 +385,13 @@ def _meta_report(report: Any, config: Any, meta: Mapping[str, Any]) -> None:
         report.metric("template_beats_generator_cells", down,
                       description=f"cells (of {len(diffs)}) where the templates beat the "
                       "generator with a paired interval below 0")
+    card = meta.get("generator_card")
+    if card:
+        report.metric("generator_build_cpu_s", card.get("build_cpu_seconds"),
+                      description=f"CPU seconds to fine-tune the generator on {card.get('base')}")
+        report.note(f"Generator: {card.get('base')} fine-tuned on {card['data']['n']} meta-attack "
+                    f"examples (slot {card.get('slot')!r}), settings {card.get('finetune')}; "
+                    f"training {card.get('training')}.")
     for key in ("model_prompts", "model_novel_share"):
         if meta.get(key) is not None:
             report.metric(key, meta[key], description="generator prompts judged" if key ==

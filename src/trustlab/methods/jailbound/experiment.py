@@ -190,7 +190,11 @@ def _meta_attacks(config: JailboundConfig, ctx: RunContext, requests: list[str],
     """Template (and generator) meta-attacks per cell, judged on the search target."""
     import trustlab.lm as lm
     from trustlab.datasets.prompt_sets import PromptSet
-    from trustlab.methods.jailbound.generator import ModelMetaAttackGenerator, build_generator
+    from trustlab.methods.jailbound.generator import (
+        REQUEST_SLOT,
+        ModelMetaAttackGenerator,
+        build_generator,
+    )
     from trustlab.methods.jailbound.meta_attack import TemplateMetaAttackGenerator
     from trustlab.methods.jailbound.study import attack_transforms, meta_attack_prompts
 
@@ -204,14 +208,17 @@ def _meta_attacks(config: JailboundConfig, ctx: RunContext, requests: list[str],
     gens: dict[str, Any] = {"template": TemplateMetaAttackGenerator(taxonomy).fit()}
     info: dict[str, Any] = {"risks": risks}
     if config.generator:
-        spec = config.generator
+        import json
+
+        spec, slot = config.generator, REQUEST_SLOT
         if spec.startswith("finetune:"):
-            path = build_generator(spec.removeprefix("finetune:"), taxonomy,
-                                   progress=lambda d, s, t: None)
-            info["generator_card"] = path / "card.json"
-            spec = f"hf:{path}"
+            path = build_generator(spec.removeprefix("finetune:"), taxonomy)
+            card = json.loads((path / "card.json").read_text(encoding="utf-8"))
+            info["generator_card"] = card
+            spec, slot = f"hf:{path}", card["slot"]
         gens["model"] = ModelMetaAttackGenerator(
-            spec, taxonomy, temperature=config.generator_temperature, seed=ctx.seed).fit()
+            spec, taxonomy, temperature=config.generator_temperature, seed=ctx.seed,
+            slot=slot).fit()
     prompts = meta_attack_prompts(gens, requests, risks)
     if "model" in gens:
         # novel = not any template of any attack type realised on the same request and domain
