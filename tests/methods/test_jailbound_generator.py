@@ -63,6 +63,16 @@ def test_model_generator_fills_the_slot_and_flags_replies_without_it():
                                                 behaviour="B")
     with pytest.raises(InputError, match="generator"):
         ModelMetaAttackGenerator(3).fit()
+    # another slot (a closed vocabulary's): taught in the examples, asked for and filled
+    slot = "[placeholder]"
+    ex = meta_attack_examples(TAX, risks=["fraud"], slot=slot)
+    assert all(w.count(slot) == 1 and REQUEST_SLOT not in w and slot in i for i, w in ex)
+    chat = lm.ScriptedChatModel(lambda conv: f"Go. {slot}" if slot in conv[-1]["content"] else "")
+    got = ModelMetaAttackGenerator(chat, TAX, slot=slot).fit().generate(
+        ("fraud", "general", "role_play"), "B")
+    assert got[0].prompt == "Go. B" and got[0].slot_found
+    with pytest.raises(InputError, match="slot"):
+        ModelMetaAttackGenerator(chat, TAX, slot=" x ").fit()
 
 
 def test_meta_attack_prompts_rotate_templates_and_key_levels_by_cell():

@@ -57,6 +57,9 @@ class JailboundConfig(ExperimentConfig):
     meta_attacks: bool = Field(True, description="Judge the template meta-attacks on the search "
                                "target per taxonomy cell: every templated attack type x every "
                                "domain x the behaviours' risk categories.")  # fmt: skip
+    meta_attack_domains: list[str] | None = Field(None, description="Application domains of "
+                                                  "the meta-attack cells (None: every domain of "
+                                                  "the taxonomy).")  # fmt: skip
     generator: str | None = Field(None, description="A meta-attack generator judged per cell "
                                   "next to the templates (paired): a chat-model spec (hf:, "
                                   "organism:, openai:) or 'finetune:<base>' to fine-tune <base> "
@@ -219,7 +222,15 @@ def _meta_attacks(config: JailboundConfig, ctx: RunContext, requests: list[str],
         gens["model"] = ModelMetaAttackGenerator(
             spec, taxonomy, temperature=config.generator_temperature, seed=ctx.seed,
             slot=slot).fit()
-    prompts = meta_attack_prompts(gens, requests, risks)
+    domains = config.meta_attack_domains
+    if domains is not None:
+        unknown = [d for d in domains if d not in taxonomy.domain_ids]
+        if unknown or not domains:
+            from trustlab.core.errors import InputError
+
+            raise InputError(f"meta_attack_domains must be domains of the taxonomy "
+                             f"({', '.join(taxonomy.domain_ids)}). Got {domains!r}.")
+    prompts = meta_attack_prompts(gens, requests, risks, domains=domains)
     if "model" in gens:
         # novel = not any template of any attack type realised on the same request and domain
         templates = [t for a in taxonomy.attack_types for t in (a.templates or ())]
