@@ -84,14 +84,14 @@ def test_searches_find_the_planted_optimum(problem, model):
     allowed = allowed_suffix_tokens(model)[10:16]
     grid = torch.tensor(list(itertools.product(allowed, repeat=2)))
     best = float(problem.score(grid).max())
-    for search in (DualBranchSearch(n_tokens=2, budget=120, n_candidates=6, allowed=allowed),
-                   DualBranchSearch(n_tokens=2, budget=120, n_candidates=6, allowed=allowed,
+    for search in (DualBranchSearch(n_tokens=2, budget=60, n_candidates=6, allowed=allowed),
+                   DualBranchSearch(n_tokens=2, budget=60, n_candidates=6, allowed=allowed,
                                     gradient="zero"),
-                   RandomSearch(n_tokens=2, budget=120, n_candidates=6, allowed=allowed),
-                   GCGSearch(n_tokens=2, budget=120, n_candidates=6, allowed=allowed, topk=6)):
+                   RandomSearch(n_tokens=2, budget=60, n_candidates=6, allowed=allowed),
+                   GCGSearch(n_tokens=2, budget=60, n_candidates=6, allowed=allowed, topk=6)):
         r = search.fit(problem).result
         assert r.score == pytest.approx(best, abs=1e-5), type(search).__name__
-        assert r.queries <= 120 and set(r.suffix_ids) <= set(allowed)
+        assert r.queries <= 60 and set(r.suffix_ids) <= set(allowed)
         assert r.history[-1][0] == r.suffix_ids
 
 

@@ -209,7 +209,9 @@ def _meta_attacks(config: JailboundConfig, ctx: RunContext, requests: list[str],
         except Exception:
             risks.append("general_harm")
     gens: dict[str, Any] = {"template": TemplateMetaAttackGenerator(taxonomy).fit()}
-    info: dict[str, Any] = {"risks": risks}
+    info: dict[str, Any] = {"risks": risks, "wrapped_attacks": [
+        a.id for a in taxonomy.attack_types
+        if a.templates and any(t.strip() != "{request}" for t in a.templates)]}
     if config.generator:
         import json
 
