@@ -279,7 +279,8 @@ def test_experiment_runs_the_llm_judge_on_a_local_hf_model(chat_xs, tmp_path):
         ],
         out_dir=tmp_path,
     )
-    table = json.loads((tmp_path / "report.json").read_text())["tables"]["final_metrics"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    table, config = report["tables"]["final_metrics"], report["config"]
     rows = {r[2]: dict(zip(table["columns"], r, strict=True)) for r in table["rows"]}
     assert set(rows) >= {"llm_judge", "lisa_llm", "reflection"}
     # the judge's row is the judge's own accuracy on the experiment's stream: re-derive the
@@ -287,10 +288,10 @@ def test_experiment_runs_the_llm_judge_on_a_local_hf_model(chat_xs, tmp_path):
     from trustlab.lm import chat_model
     from trustlab.methods.lisa import build_suite, classification_metrics
 
-    suite = build_suite("confaide_plus", variants=2)
+    suite = build_suite("confaide_plus", variants=config["confaide_variants"])
     rng = np.random.default_rng(np.random.SeedSequence([0, *[ord(c) for c in
                                                                "stream confaide_plus"]]))
-    order = rng.integers(0, len(suite.cases), 400)[:24]
+    order = rng.integers(0, len(suite.cases), config["stream_length"])[:24]
     judge = LLMJudgeGuardrail(chat_model(f"hf:{chat_xs.path}"), seed=0)
     scores = judge.score([suite.cases[i] for i in order])
     expected = classification_metrics((scores >= 0.5).astype(int), suite.labels[order])

@@ -103,16 +103,19 @@ class LisaConfig(ExperimentConfig):
         200, ge=10, description="Stream length for the LLM-judge methods (they are slow)."
     )
 
+    # A smoke run of every stage in seconds: feature hashing instead of MiniLM (MiniLM's load
+    # and the cold embedding of ~1,500 texts cost ~35 CPU-s; `--set embedder=minilm` runs it).
     QUICK: ClassVar[dict[str, Any]] = {
-        "stream_length": 400,
+        "stream_length": 200,
         "flip_rates": [0.0, 0.2],
-        "n_seed_flows": 150,
-        "n_seed_tool_calls": 150,
-        "confaide_variants": 2,
-        "privacylens_max_seeds": 100,
-        "large_base_hidden": 64,
+        "n_seed_flows": 60,
+        "n_seed_tool_calls": 60,
+        "confaide_variants": 1,
+        "privacylens_max_seeds": 20,
+        "large_base_hidden": 16,
+        "embedder": "hashing",
         "latency_cases": 0,
-        "n_windows": 5,
+        "n_windows": 4,
     }
 
     @field_validator("flip_rates")
