@@ -3,6 +3,8 @@
 One cluster per module (Ray takes seconds to start): identical results between local and ray,
 streamed progress, bounded retries (a raised exception and a lost worker), failed units reported,
 resume after a killed run, and the command line's one-line errors for a bad backend or address.
+The opted-in methods' acceptance checks (bribery, rheology, flowreach, lm.evaluate, arao,
+gradshield) share this module's cluster rather than each starting its own.
 """
 
 from __future__ import annotations
@@ -323,3 +325,65 @@ def test_lm_evaluate_cells_identical_on_local_and_ray(cluster, chat_xs, tmp_path
     assert remote.rates == plain.rates and remote.differences == plain.differences
     again = lm.evaluate(*args, **kw, backend=cluster, store=tmp_path / "units")
     assert again.stats["units_resumed"] == 2 and again.rates == plain.rates
+
+
+def _metrics_and_provenance(out: Path, drop: frozenset[str] = frozenset()) -> tuple[dict, dict]:
+    import json
+
+    data = json.loads((out / "report.json").read_text())
+    metrics = {k: v["value"] for k, v in data["metrics"].items() if k not in drop}
+    return metrics, data["provenance"]
+
+
+@pytest.mark.acceptance
+def test_arao_quick_config_identical_on_local_and_ray_and_resumes(cluster, tmp_path):
+    """arao (issue 36): the repair replicates are work units. The quick config's metrics
+    (headline and every other one) are identical on the local backend and on Ray, the Ray run
+    ran its units on Ray and recorded them, and re-running into the same directory takes every
+    unit from the record with the same metrics."""
+    from trustlab.core.runner import run_experiment
+
+    remote = run_experiment("arao", quick=True, out_dir=tmp_path / "ray", backend=cluster)
+    local = run_experiment("arao", quick=True, out_dir=tmp_path / "local")
+    (a, _), (b, prov_b) = (_metrics_and_provenance(tmp_path / d) for d in ("local", "ray"))
+    assert a == b
+    assert local.report.headline and set(local.report.headline) == set(remote.report.headline)
+    assert prov_b["backend"] == "ray"
+    assert prov_b["sweeps"]["arao-repairs"]["units"] == a["repair_replicates"] == 2
+    assert len(list((tmp_path / "ray" / "units" / "arao-repairs").iterdir())) == 2
+    # resume: the same run into the same directory takes every replicate from the record
+    run_experiment("arao", quick=True, out_dir=tmp_path / "local")
+    c, prov_c = _metrics_and_provenance(tmp_path / "local")
+    assert c == a and prov_c["sweeps"]["arao-repairs"]["resumed"] == 2
+
+
+#: gradshield's wall-clock measurements: they differ between any two runs, whatever the backend.
+_GRADSHIELD_TIMINGS = frozenset({"gradshield_seconds_per_example", "filter_cost_vs_finetuning"})
+
+
+@pytest.mark.acceptance
+def test_gradshield_quick_config_identical_on_local_and_ray_and_resumes(cluster, chat_xs,
+                                                                         tmp_path):
+    """gradshield (issue 36): its fine-tuning cells are work units, so the quick config gives
+    the same metrics on Ray as on the local backend, and a re-run into the same directory takes
+    every cell from the store. Both runs fine-tune every cell (no shared cell cache)."""
+    pytest.importorskip("torch", reason="gradshield needs trustlab[llm] (torch)")
+    from trustlab.core.runner import run_experiment
+
+    over = {"cache": False}
+    local = run_experiment("gradshield", quick=True, overrides=over, out_dir=tmp_path / "local")
+    remote = run_experiment("gradshield", quick=True, overrides=over, out_dir=tmp_path / "ray",
+                            backend=cluster)
+    again = run_experiment("gradshield", quick=True, overrides=over, out_dir=tmp_path / "ray",
+                           backend=cluster)
+    (a, _), (b, prov) = (_metrics_and_provenance(tmp_path / d, _GRADSHIELD_TIMINGS)
+                         for d in ("local", "ray"))
+    assert a and a == b
+    assert set(local.report.headline) == set(remote.report.headline)
+    assert "explicit_worst_asr_unfiltered" in a and a["explicit_worst_asr_unfiltered"] > 0.06
+    assert prov["backend"] == "ray"
+    sweep = prov["sweeps"]["gradshield-cells"]
+    assert sweep["backend"] == "ray" and sweep["units"] >= 6 and sweep["failed"] == 0
+    # the re-run took every cell from the run directory's store and reports the same metrics
+    assert again.report.provenance["sweeps"]["gradshield-cells"]["resumed"] == sweep["units"]
+    assert _metrics_and_provenance(tmp_path / "ray", _GRADSHIELD_TIMINGS)[0] == a
