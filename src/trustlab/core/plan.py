@@ -63,6 +63,10 @@ ORGANISM_BUILD_S: dict[str, float] = {
     "chat-m": 270.0,
     "chat-l": 640.0,
     "tool-s": 660.0,
+    # isc's organisms, training + evaluation CPU-s measured under load (docs/methods/isc.md)
+    "tvd-1": 80.0,
+    "tvd-2": 210.0,
+    "tvd-3": 370.0,
 }
 _UNKNOWN_RUN_S = 120.0
 _UNKNOWN_BUILD_S = 300.0
