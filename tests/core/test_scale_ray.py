@@ -207,6 +207,16 @@ def _report_metrics(out: Path) -> dict:
             .items()}
 
 
+@pytest.fixture(scope="module")
+def bribery_local(tmp_path_factory):
+    """bribery's quick run on the local backend (the reference of two Ray tests): its report
+    and run directory."""
+    from trustlab.core.runner import run_experiment
+
+    out = tmp_path_factory.mktemp("bribery_local")
+    return run_experiment("bribery", quick=True, out_dir=out).report, out
+
+
 @pytest.mark.acceptance
 @pytest.mark.parametrize("method", ["bribery", "rheology"])
 def test_opted_in_quick_configs_identical_on_local_and_ray(method, cluster, tmp_path, request):
@@ -218,23 +228,24 @@ def test_opted_in_quick_configs_identical_on_local_and_ray(method, cluster, tmp_
 
     if method == "rheology":
         request.getfixturevalue("chat_xs")  # built in this session's TRUSTLAB_HOME
-    local = run_experiment(method, quick=True, out_dir=tmp_path / "local")
+        local_dir = tmp_path / "local"
+        local_report = run_experiment(method, quick=True, out_dir=local_dir).report
+    else:
+        local_report, local_dir = request.getfixturevalue("bribery_local")
     remote = run_experiment(method, quick=True, out_dir=tmp_path / "ray", backend=cluster)
-    a, b = _report_metrics(tmp_path / "local"), _report_metrics(tmp_path / "ray")
+    a, b = _report_metrics(local_dir), _report_metrics(tmp_path / "ray")
     assert a == b
-    assert local.report.headline and set(local.report.headline) == set(remote.report.headline)
+    assert local_report.headline and set(local_report.headline) == set(remote.report.headline)
     prov = json.loads((tmp_path / "ray" / "report.json").read_text())["provenance"]
     assert prov["backend"] == "ray"
     assert list((tmp_path / "ray" / "units").iterdir())  # units were recorded
 
 
 @pytest.mark.acceptance
-def test_killed_ray_run_resumes_to_identical_metrics(cluster, tmp_path):
+def test_killed_ray_run_resumes_to_identical_metrics(cluster, bribery_local, tmp_path):
     """`trustlab run bribery --quick --backend ray`, SIGKILLed once some ILP targets are
     recorded, then re-run with the same --out: it skips them and its metrics equal a local run's."""
-    from trustlab.core.runner import run_experiment
-
-    run_experiment("bribery", quick=True, out_dir=tmp_path / "local")
+    _, local_dir = bribery_local
     out = tmp_path / "ray"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     env.pop("RAY_ADDRESS", None)
@@ -252,7 +263,7 @@ def test_killed_ray_run_resumes_to_identical_metrics(cluster, tmp_path):
     assert recorded >= 20 and not (out / "report.json").exists()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _report_metrics(out) == _report_metrics(tmp_path / "local")
+    assert _report_metrics(out) == _report_metrics(local_dir)
     assert len(list(out.glob("units/*/*.pkl"))) > recorded
 
 
