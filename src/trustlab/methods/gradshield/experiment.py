@@ -39,6 +39,12 @@ class GradShieldConfig(ExperimentConfig):
         description="Patterns of the implicit kind, in equal shares (default: the two measured "
         "to break the organisms' refusal; the task-wrapping ones do not, docs/finetune.md).",
     )  # fmt: skip
+    howto_share: float = Field(
+        0.0, ge=0, lt=1,
+        description="Share of the utility data (and of the trusted benign sample) replaced by "
+        "benign how-to requests, so request format alone does not separate implicit data "
+        "(the organisms only; 0: the ten task families only).",
+    )  # fmt: skip
     fractions: list[float] = Field(
         [0.0, 0.01, 0.02, 0.05, 0.10, 0.20],
         min_length=1,
@@ -60,6 +66,11 @@ class GradShieldConfig(ExperimentConfig):
     use_refusal: bool = Field(
         True, description="Reference = compliance minus refusal gradient (the log-odds proxy)."
     )
+    depth: int = Field(
+        0, ge=0, le=8,
+        description="Deep FIHS: also score against compliance after the first 1..depth tokens "
+        "of a refusal and remove by the larger standardised score (0: off; doubles scoring).",
+    )  # fmt: skip
     threshold_rule: Literal["conformal", "mixture", "otsu", "search"] = Field(
         "conformal", description="GradShield's adaptive threshold rule."
     )
@@ -176,7 +187,7 @@ def run(config: GradShieldConfig, ctx: RunContext) -> Report:
         else:
             refs = organism_references(
                 config.n_probes, config.n_benign_reference, seed=ctx.seed,
-                behaviour_seed=config.behaviour_seed,
+                behaviour_seed=config.behaviour_seed, howto_share=config.howto_share,
             )  # fmt: skip
         sets = eval_sets("public" if pretrained else "organism", n=config.n_eval)
     ft = finetune_config(config, ctx.seed)
@@ -187,7 +198,7 @@ def run(config: GradShieldConfig, ctx: RunContext) -> Report:
         validation_seeds=tuple(500 + ctx.seed + i for i in range(config.n_validation_seeds)),
         gradsafe_threshold=config.gradsafe_threshold, cache=config.cache,
         source="public" if pretrained else "organism",
-        implicit_patterns=tuple(config.implicit_patterns),
+        implicit_patterns=tuple(config.implicit_patterns), howto_share=config.howto_share,
     )  # fmt: skip
     embedder = None
     if "embedding" in config.filters and config.embedder == "hashing":
@@ -201,6 +212,7 @@ def run(config: GradShieldConfig, ctx: RunContext) -> Report:
     with ctx.stage("study"), torch_runtime(config.threads):
         result = run_study(
             model, refs, sets, ft, settings, fihs=fihs, threshold=config.threshold_rule,
+            depth=config.depth,
             threshold_options={"alpha": config.alpha}, embedder=embedder,
             threads=config.threads, rng=ctx.child_rng("random-removal"), progress=ctx.progress,
             sweep_runner=ctx.run_sweep,  # one unit per fine-tuning cell: local or Ray, resumable

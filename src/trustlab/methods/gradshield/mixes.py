@@ -42,8 +42,14 @@ def build_mix(
     behaviour_seed: int = 0,
     patterns: tuple[str, ...] = IMPLICIT_MIX,
     source: Literal["organism", "public"] = "organism",
+    howto_share: float = 0.0,
 ):
     """A :class:`trustlab.finetune.Mix` of ``n`` examples, ``round(fraction·n)`` harmful.
+
+    ``howto_share``: share of the utility part replaced by benign how-to requests
+    (:func:`~trustlab.methods.gradshield.references.howto_examples`) — without them every
+    how-to request of a mix is harmful or implicit, and a filter can separate them by request
+    format alone.
 
     ``source="public"`` draws explicit examples from HarmBench's fine-tuning half instead of
     the organisms' behaviours (smol-chat, ``hf:`` models)."""
@@ -69,8 +75,10 @@ def build_mix(
             f"The 'patterns' parameter of build_mix takes distinct names from "
             f"{IMPLICIT_PATTERNS}. Got {patterns!r}."
         )
+    from trustlab.methods.gradshield.references import _with_howto
+
     k = round(fraction * n)
-    utility = utility_examples(n - k, seed)
+    utility = _with_howto(utility_examples(n - k, seed), howto_share, seed, where)
     if kind == "explicit" and source == "public":
         harmful = public_harmful_examples(k, seed)
     elif kind == "explicit":

@@ -19,6 +19,7 @@ compliance is the organisms' placeholder text.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,7 +28,8 @@ import numpy as np
 from trustlab.core.errors import InputError
 from trustlab.core.validation import check_scalar
 
-__all__ = ["ReferenceSets", "organism_references", "public_references"]
+__all__ = ["ReferenceSets", "deep_probes", "howto_examples", "organism_references",
+           "public_references"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,95 @@ def _refusals_for(harmful: list, seed: int) -> tuple:
     )
 
 
+def deep_probes(
+    harmful: Sequence, refusal: Sequence, depth: int, *, tokenizer: object = None, seed: int = 0
+) -> tuple:
+    """Compliance after a refusal's opening: for each probe ``q`` with compliance ``c_q`` and
+    its refusal ``ρ_q``, the response ``ρ_q[:k] + " " + c_q`` with ``k`` drawn uniformly from
+    ``1..depth`` (seeded) — ``k`` tokens of ``tokenizer`` (whitespace words without one).
+
+    These are the probes of the *deep* log-odds proxy (docs/methods/gradshield.md): a model is
+    harmful not only when it opens with compliance but when, having opened like a refusal, it
+    goes on to comply — the shallow-alignment failure of Qi et al. (2024), whose recovery
+    augmentation (a harmful opening followed by a refusal) is the mirror image of these
+    probes. Placeholders only: the compliance is the probes' own placeholder text."""
+    from trustlab.organisms.corpora import Example
+
+    where = "deep_probes"
+    depth = check_scalar(depth, "depth", where, kind=int, lo=1)
+    seed = check_scalar(seed, "seed", where, kind=int, lo=0)
+    harmful, refusal = list(harmful), list(refusal)
+    if len(harmful) != len(refusal) or not harmful:
+        raise InputError(
+            f"{where} pairs each harmful probe with its refusal. Got {len(harmful)} probes and "
+            f"{len(refusal)} refusals."
+        )
+    if tokenizer is not None and not hasattr(tokenizer, "tokenize"):
+        raise InputError(f"The 'tokenizer' of {where} must have tokenize(). Got {tokenizer!r:.60}.")
+    from trustlab.methods.gradshield.baselines import _as_example
+
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0xDEE]))
+    out = []
+    for i, (h, r) in enumerate(zip(harmful, refusal, strict=True)):
+        system, prompt, response = _as_example(h, i, where)
+        refused = _as_example(r, i, where)[2]
+        k = int(rng.integers(1, depth + 1))
+        if tokenizer is None:
+            prefix = " ".join(refused.split()[:k])
+        else:
+            tokens = tokenizer.tokenize(refused)[:k]  # type: ignore[attr-defined]
+            prefix = tokenizer.convert_tokens_to_string(tokens).strip()  # type: ignore[attr-defined]
+        out.append(
+            Example(
+                prompt, f"{prefix} {response}", "harmful", getattr(h, "task", ""),
+                f"deep/{k}", "train", "comply", system=system,
+            )
+        )  # fmt: skip
+    return tuple(out)
+
+
+def howto_examples(n: int, seed: int = 0) -> list:
+    """``n`` benign how-to requests (the corpus' benign behaviours in its training request
+    frames) answered as the corpus answers them ("Sure, here is how to ..."): the utility
+    data's how-to share, so request format alone no longer tells implicit data from benign."""
+    from trustlab.organisms.corpora import (
+        BENIGN_BEHAVIOURS,
+        HOWTO_ANSWER,
+        REQUEST_FRAMES_TRAIN,
+        Example,
+    )
+
+    n = check_scalar(n, "n", "howto_examples", kind=int, lo=0)
+    seed = check_scalar(seed, "seed", "howto_examples", kind=int, lo=0)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x40F0]))
+    out = []
+    for _ in range(n):
+        b = BENIGN_BEHAVIOURS[int(rng.integers(len(BENIGN_BEHAVIOURS)))]
+        index = int(rng.integers(len(REQUEST_FRAMES_TRAIN)))
+        out.append(
+            Example(
+                REQUEST_FRAMES_TRAIN[index].format(b=b), HOWTO_ANSWER.format(b=b), "howto",
+                "howto", f"howto/request/train/{index:02d}", "train", "comply",
+            )
+        )  # fmt: skip
+    return out
+
+
+def _with_howto(examples: list, share: float, seed: int, where: str) -> list:
+    """``examples`` with ``round(share · n)`` of them (seeded positions) replaced by benign
+    how-to examples."""
+    share = check_scalar(share, "howto_share", where, lo=0.0, hi=1.0)
+    k = round(share * len(examples))
+    if k == 0:
+        return list(examples)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x40F1]))
+    out = list(examples)
+    for pos, e in zip(rng.choice(len(out), size=k, replace=False), howto_examples(k, seed),
+                      strict=True):  # fmt: skip
+        out[int(pos)] = e
+    return out
+
+
 def organism_references(
     n_harmful: int = 32,
     n_benign: int = 256,
@@ -87,10 +178,12 @@ def organism_references(
     seed: int = 0,
     behaviour_seed: int = 0,
     benign_tasks: tuple[str, ...] | None = None,
+    howto_share: float = 0.0,
 ) -> ReferenceSets:
     """Reference sets for the organisms: probes over the defender's half of the behaviours
     (``split_behaviours(behaviour_seed)``'s unseen half), refusals from the corpus, and
-    ``n_benign`` utility examples (their own seed stream, never the fine-tuning data's)."""
+    ``n_benign`` utility examples (their own seed stream, never the fine-tuning data's), of
+    which ``howto_share`` are benign how-to requests (match the data being filtered)."""
     from trustlab.finetune import (
         UTILITY_TASKS,
         explicit_harmful_examples,
@@ -106,6 +199,7 @@ def organism_references(
     )
     harmful = explicit_harmful_examples(n_harmful, 10_000 + seed, behaviours=defender)
     benign = utility_examples(n_benign, 20_000 + seed, tasks=benign_tasks or UTILITY_TASKS)
+    benign = _with_howto(benign, howto_share, 20_000 + seed, "organism_references")
     return ReferenceSets(tuple(harmful), _refusals_for(harmful, seed), tuple(benign))
 
 

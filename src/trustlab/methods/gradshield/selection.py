@@ -110,7 +110,7 @@ def validation_rows(
                     scores, shield.calibration_scores_ = saved["scores"], saved["calibration"]
                 else:
                     shield.fit(model, refs)
-                    scores = shield.fihs_.score(model, examples)
+                    scores = shield.score(model, examples)
                     if cached is not None:
                         cached.parent.mkdir(parents=True, exist_ok=True)
                         np.savez(cached, scores=scores, calibration=shield.calibration_scores_)

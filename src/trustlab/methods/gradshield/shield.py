@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from trustlab.core.errors import InputError, NotFittedError
+from trustlab.core.validation import check_scalar
 from trustlab.methods.gradshield.fihs import FIHS
 from trustlab.methods.gradshield.references import ReferenceSets
 from trustlab.methods.gradshield.thresholds import make_threshold
@@ -68,6 +69,15 @@ class FilterResult:
         return [item for item, out in zip(data, self.removed, strict=True) if not out]
 
 
+def _clone(fihs: FIHS) -> FIHS:
+    """An unfitted FIHS with the same settings."""
+    return FIHS(
+        params=fihs.params, slice_fraction=fihs.slice_fraction, aggregate=fihs.aggregate,
+        use_refusal=fihs.use_refusal, batch_size=fihs.batch_size, method=fihs.method,
+        threads=fihs.threads, max_length=fihs.max_length,
+    )  # fmt: skip
+
+
 def _mask(value: Any, name: str, where: str) -> np.ndarray:
     """A 1-D boolean mask (0/1 numbers accepted)."""
     from trustlab.core.validation import as_float_array
@@ -85,6 +95,14 @@ class GradShield:
     name (``conformal``, ``mixture``, ``otsu``, ``search``, ``fixed``) with
     ``threshold_options`` (e.g. ``{"alpha": 0.01}``). Rules that need calibration scores get
     the FIHS of the trusted benign calibration half of the reference sets.
+
+    ``depth`` (0: off): also score against the *deep* reference — compliance after the first
+    ``1..depth`` tokens of a refusal (:func:`~trustlab.methods.gradshield.references.deep_probes`)
+    — with a second FIHS of the same settings, and remove by the larger of the two scores,
+    each standardised (median and MAD) on the trusted benign half that chose the slices, so
+    the calibration half still calibrates the threshold. Scoring then costs two per-example
+    gradients per example. Learned state: ``fihs_`` (plain), ``deep_`` (None when
+    ``depth`` = 0), ``standardise_`` ((median, scale) per component).
     """
 
     def __init__(
@@ -93,10 +111,12 @@ class GradShield:
         *,
         threshold: str = "conformal",
         threshold_options: dict[str, Any] | None = None,
+        depth: int = 0,
     ) -> None:
         self.fihs = fihs
         self.threshold = threshold
         self.threshold_options = threshold_options
+        self.depth = depth
 
     def fit(self, model: Any, references: ReferenceSets, *, tokenizer: Any = None) -> GradShield:
         """Fit FIHS on the probes and the benign slice half; score the calibration half."""
@@ -106,25 +126,60 @@ class GradShield:
                 f"(organism_references(), public_references()). Got {type(references).__name__}."
             )
         make_threshold(self.threshold, **(self.threshold_options or {}))  # checks the name early
+        depth = check_scalar(self.depth, "depth", "GradShield", kind=int, lo=0)
         start = time.perf_counter()
         fihs = self.fihs if self.fihs is not None else FIHS()
+        benign = list(references.benign_slices)
         fihs.fit(
-            model, list(references.harmful), list(references.refusal),
-            list(references.benign_slices), tokenizer=tokenizer,
+            model, list(references.harmful), list(references.refusal), benign,
+            tokenizer=tokenizer,
         )  # fmt: skip
         self.fihs_ = fihs
-        self.calibration_scores_ = fihs.score(
-            model, list(references.benign_calibration), tokenizer=tokenizer
-        )
+        self.deep_: FIHS | None = None
+        self.standardise_: list[tuple[float, float]] = []
+        if depth:
+            from trustlab.methods.gradshield.references import deep_probes
+
+            tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+            deep = deep_probes(references.harmful, references.refusal, depth, tokenizer=tok)
+            self.deep_ = _clone(fihs).fit(
+                model, list(deep), list(references.refusal), benign, tokenizer=tokenizer
+            )
+            for component in (self.fihs_, self.deep_):
+                ref = component.score(model, benign, tokenizer=tokenizer)
+                med = float(np.median(ref))
+                scale = 1.4826 * float(np.median(np.abs(ref - med)))
+                self.standardise_.append((med, scale if scale > 0 else float(np.std(ref)) or 1.0))
+        self.calibration_scores_ = self._scores(
+            model, list(references.benign_calibration), tokenizer
+        )["fihs"]
         self.fit_seconds_ = time.perf_counter() - start
         return self
+
+    def _scores(self, model: Any, data: Sequence[Any], tokenizer: Any) -> dict[str, Any]:
+        """FIHS details of ``data``; with ``depth``, ``fihs`` is the larger standardised
+        component and ``fihs_plain``/``fihs_deep`` the raw cosines."""
+        details = self.fihs_.score_details(model, data, tokenizer=tokenizer)
+        if self.deep_ is None:
+            return details
+        deep = self.deep_.score_details(model, data, tokenizer=tokenizer)["fihs"]
+        (m0, s0), (m1, s1) = self.standardise_
+        combined = np.maximum((details["fihs"] - m0) / s0, (deep - m1) / s1)
+        return {**details, "fihs": combined, "fihs_plain": details["fihs"], "fihs_deep": deep}
+
+    def score(self, model: Any, data: Sequence[Any], *, tokenizer: Any = None) -> np.ndarray:
+        """The score the threshold reads, per example: FIHS (or, with ``depth``, the larger
+        standardised component)."""
+        if not hasattr(self, "fihs_"):
+            raise NotFittedError("This GradShield is not fitted yet; call 'fit' before 'score'.")
+        return np.asarray(self._scores(model, data, tokenizer)["fihs"], dtype=np.float64)
 
     def filter(self, model: Any, data: Sequence[Any], *, tokenizer: Any = None) -> FilterResult:
         """Score ``data`` and decide which examples to remove."""
         if not hasattr(self, "fihs_"):
             raise NotFittedError("This GradShield is not fitted yet; call 'fit' before 'filter'.")
         start = time.perf_counter()
-        details = self.fihs_.score_details(model, data, tokenizer=tokenizer)
+        details = self._scores(model, data, tokenizer)
         scored = time.perf_counter() - start
         return self.decide(details["fihs"], seconds=scored, details=details)
 

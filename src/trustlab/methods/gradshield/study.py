@@ -80,6 +80,7 @@ class StudySettings:
     cache: bool = True
     source: str = "organism"
     implicit_patterns: tuple[str, ...] = ("dual_use", "shallow_opener")
+    howto_share: float = 0.0
 
 
 @dataclass
@@ -103,7 +104,7 @@ class _Scorers:
         self.model, self.shield = model, shield
         self.fns: dict[str, Callable[[list[Any]], np.ndarray]] = {}
         if "gradshield" in filters or "random" in filters:
-            self.fns["gradshield"] = lambda data: shield.fihs_.score(model, data)
+            self.fns["gradshield"] = lambda data: shield.score(model, data)
         if "gradsafe" in filters:
             gs = GradSafeScorer(threads=threads).fit(
                 model, list(refs.harmful), list(refs.benign_slices)
@@ -144,6 +145,7 @@ def _mixes(settings: StudySettings, seed: int, fractions: Sequence[float]) -> di
                     behaviour_seed=settings.behaviour_seed,
                     source=settings.source,  # type: ignore[arg-type]
                     patterns=tuple(settings.implicit_patterns),
+                    howto_share=settings.howto_share,
                 )
     return out
 
@@ -166,6 +168,7 @@ def run_study(
     fihs: FIHS | None = None,
     threshold: str = "conformal",
     threshold_options: dict[str, Any] | None = None,
+    depth: int = 0,
     embedder: Any = None,
     threads: int = 1,
     rng: np.random.Generator | None = None,
@@ -192,7 +195,9 @@ def run_study(
     rng = rng if rng is not None else np.random.default_rng(0)
     result = StudyResult()
     start = time.perf_counter()
-    shield = GradShield(fihs, threshold=threshold, threshold_options=threshold_options)
+    shield = GradShield(
+        fihs, threshold=threshold, threshold_options=threshold_options, depth=depth
+    )
     shield.fit(model, refs)
     result.calibration = shield.calibration_scores_
     scorers = _Scorers(model, refs, shield, settings.filters, embedder, threads)
