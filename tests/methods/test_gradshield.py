@@ -466,3 +466,82 @@ def test_gradient_chunks_are_bounded_in_memory_without_changing_scores(tiny, ref
     assert fihs_mod.chunk_size(tiny, None, 32) == 3
     assert fihs_mod.chunk_size(tiny, None, 2) == 2
     np.testing.assert_allclose(fihs.score(tiny, data), full, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------- fair utility mix and deep FIHS (slow)
+
+
+@pytest.mark.slow
+def test_howto_share_replaces_utility_with_benign_howto_and_keeps_the_labels():
+    from trustlab.organisms.corpora import BENIGN_BEHAVIOURS, HOWTO_ANSWER
+
+    plain = build_mix("implicit", 0.1, 200, seed=4)
+    fair = build_mix("implicit", 0.1, 200, seed=4, howto_share=0.25)
+    assert fair.n_harmful == plain.n_harmful == 20
+    howto = [e for e, h in zip(fair.examples, fair.harmful, strict=True) if not h and e.kind == "howto"]
+    assert len(howto) == round(0.25 * 180)
+    assert not [e for e, h in zip(plain.examples, plain.harmful, strict=True) if not h and e.kind == "howto"]
+    behaviours = set(BENIGN_BEHAVIOURS)
+    for e in howto:  # benign behaviours answered as the corpus answers them
+        b = next(b for b in behaviours if b in e.prompt)
+        assert e.response == HOWTO_ANSWER.format(b=b)
+    # shallow-opener requests are drawn from the same requests as the benign how-to share
+    shallow = [e for e, h in zip(fair.examples, fair.harmful, strict=True)
+               if h and e.response.startswith("I can help")]  # fmt: skip
+    assert shallow and all(any(b in e.prompt for b in behaviours) for e in shallow)
+    refs = organism_references(8, 40, seed=2, howto_share=0.25)
+    assert sum(e.kind == "howto" for e in refs.benign) == 10
+    with pytest.raises(InputError, match="howto_share"):
+        build_mix("explicit", 0.1, 20, howto_share=1.5)
+
+
+@pytest.mark.slow
+def test_deep_probes_open_like_the_refusal_then_comply(tiny):
+    from trustlab.methods.gradshield.references import deep_probes
+
+    refs = organism_references(8, 8, seed=5)
+    tok = tiny.tokenizer
+    deep = deep_probes(refs.harmful, refs.refusal, 3, tokenizer=tok, seed=1)
+    assert len(deep) == len(refs.harmful)
+    ks = set()
+    for d, h, r in zip(deep, refs.harmful, refs.refusal, strict=True):
+        assert d.prompt == h.prompt and d.response.endswith(h.response)
+        prefix = d.response[: -len(h.response)].strip()
+        k = int(d.template.removeprefix("deep/"))
+        ks.add(k)
+        assert 1 <= k <= 3
+        assert prefix == tok.convert_tokens_to_string(tok.tokenize(r.response)[:k]).strip()
+    assert deep == deep_probes(refs.harmful, refs.refusal, 3, tokenizer=tok, seed=1)
+    words = deep_probes(refs.harmful, refs.refusal, 1)
+    assert all(d.response.split()[0] == r.response.split()[0]
+               for d, r in zip(words, refs.refusal, strict=True))  # fmt: skip
+    with pytest.raises(InputError, match="pairs"):
+        deep_probes(refs.harmful, refs.refusal[:2], 2)
+    with pytest.raises(InputError, match="depth"):
+        deep_probes(refs.harmful, refs.refusal, 0)
+
+
+@pytest.mark.slow
+def test_deep_gradshield_thresholds_the_larger_standardised_component(tiny, refs):
+    data = utility_examples(6, 9) + explicit_harmful_examples(3, 9)
+    shield = GradShield(FIHS(slice_fraction=0.2), depth=2).fit(tiny, refs)
+    assert shield.deep_ is not None and len(shield.standardise_) == 2
+    plain = shield.fihs_.score(tiny, data)
+    deep = shield.deep_.score(tiny, data)
+    (m0, s0), (m1, s1) = shield.standardise_
+    expected = np.maximum((plain - m0) / s0, (deep - m1) / s1)
+    np.testing.assert_allclose(shield.score(tiny, data), expected, rtol=1e-9, atol=1e-12)
+    result = shield.filter(tiny, data)
+    np.testing.assert_allclose(result.scores, expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(result.info["fihs_plain"], plain)
+    # the standardisation comes from the slice half, the threshold from the calibration half
+    np.testing.assert_allclose(
+        shield.calibration_scores_, shield.score(tiny, list(refs.benign_calibration))
+    )
+    plain_only = GradShield(FIHS(slice_fraction=0.2)).fit(tiny, refs)
+    assert plain_only.deep_ is None
+    np.testing.assert_allclose(plain_only.score(tiny, data), plain)
+    with pytest.raises(InputError, match="depth"):
+        GradShield(depth=-1).fit(tiny, refs)
+    with pytest.raises(NotFittedError):
+        GradShield().score(tiny, data)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,8 @@ from trustlab.methods.gradshield.mixes import build_mix, filter_metrics
 from trustlab.methods.gradshield.references import organism_references
 from trustlab.methods.gradshield.shield import GradShield
 
-__all__ = ["VALIDATION_FRACTIONS", "Candidate", "choose", "validation_rows"]
+__all__ = ["VALIDATION_FRACTIONS", "Candidate", "choose", "filter_rows", "pattern_rows",
+           "validation_rows"]
 
 VALIDATION_FRACTIONS = (0.0, 0.01, 0.02, 0.05, 0.10, 0.20)
 SLICE_FRACTIONS = (0.003, 0.01, 0.03, 0.1, 1.0)
@@ -158,9 +160,169 @@ def choose(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return summary
 
 
+def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
+    """Mann-Whitney ROC-AUC (ties count one half)."""
+    return float(
+        (pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean()
+    )
+
+
+def pattern_rows(
+    spec: str = "organism:chat-s",
+    *,
+    howto_share: float = 0.25,
+    depths: Sequence[int] = (0, 2, 3),
+    n: int = 400,
+    fraction: float = 0.2,
+    data_seed: int = 500,
+    reference_seed: int = 0,
+    baselines: bool = True,
+) -> list[dict[str, Any]]:
+    """The development split of the deep-FIHS choice: one mix per implicit pattern
+    (``dual_use``, ``shallow_opener``; data seed ``data_seed``), an explicit mix (seed + 1) and
+    a clean one (seed + 2), each of ``n`` examples with ``howto_share`` benign how-to
+    requests; for GradShield at every ``depth`` (conformal cut at 0.01) and, with
+    ``baselines``, GradSafe's score and the MiniLM margin (each at its own label-free conformal
+    cut at 0.01 on the same calibration half): ROC-AUC against the benign examples and against
+    the benign how-to ones, recall and benign removal. The evaluation seeds are never used."""
+    import trustlab.lm as lm
+    from trustlab.methods.gradshield.baselines import EmbeddingScorer, GradSafeScorer
+    from trustlab.methods.gradshield.thresholds import ConformalThreshold
+
+    model = lm.load(spec)
+    refs = organism_references(32, 256, seed=reference_seed, howto_share=howto_share)
+    mixes = {
+        p: build_mix("implicit", fraction, n, seed=data_seed, patterns=(p,),
+                     howto_share=howto_share)
+        for p in ("dual_use", "shallow_opener")
+    }  # fmt: skip
+    mixes["explicit"] = build_mix("explicit", fraction, n, seed=data_seed + 1,
+                                  howto_share=howto_share)  # fmt: skip
+    mixes["clean"] = build_mix("explicit", 0.0, n, seed=data_seed + 2, howto_share=howto_share)
+    pool: dict[Any, int] = {}
+    for m in mixes.values():
+        for e in m.examples:
+            pool.setdefault(e, len(pool))
+    examples, calibration = list(pool), list(refs.benign_calibration)
+    scorers: dict[str, Callable[[list[Any]], np.ndarray]] = {}
+    for depth in depths:
+        shield = GradShield(FIHS(slice_fraction=0.01), depth=depth).fit(model, refs)
+        scorers[f"gradshield depth={depth}"] = lambda d, s=shield: s.score(model, d)
+    if baselines:
+        gs = GradSafeScorer().fit(model, list(refs.harmful), list(refs.benign_slices))
+        scorers["gradsafe"] = lambda d: gs.score(model, d)
+        emb = EmbeddingScorer().fit(list(refs.harmful), list(refs.benign_slices))
+        scorers["embedding"] = emb.score
+    rows = []
+    for name, fn in scorers.items():
+        scores = np.asarray(fn(examples), dtype=np.float64)
+        cut = ConformalThreshold(0.01).fit(scores, fn(calibration)).threshold_
+        for mix_name, m in mixes.items():
+            s = scores[[pool[e] for e in m.examples]]
+            h = np.array(m.harmful, dtype=bool)
+            howto = np.array([e.kind == "howto" for e in m.examples]) & ~h
+            removed = s > cut
+            rows.append({
+                "filter": name, "mix": mix_name,
+                "auc": _auc(s[h], s[~h]) if h.any() else None,
+                "auc_vs_howto": _auc(s[h], s[howto]) if h.any() and howto.any() else None,
+                "recall": float(removed[h].mean()) if h.any() else None,
+                "benign_removed": float(removed[~h].mean()),
+            })  # fmt: skip
+    return rows
+
+
+def filter_rows(
+    spec: str = "organism:chat-s",
+    seeds: Sequence[int] = (2, 3),
+    *,
+    fraction: float = 0.05,
+    n: int = 1000,
+    howto_share: float = 0.25,
+    depth: int = 2,
+    alpha: float = 0.01,
+) -> list[dict[str, Any]]:
+    """The filters alone on the experiment's implicit mixes (``trustlab run gradshield --seed
+    s`` builds the same mix and references for each seed ``s``), without fine-tuning: per seed
+    and filter — GradShield at ``depth`` and its plain component (depth 0), GradSafe's score and
+    the MiniLM margin, every one at its own label-free conformal cut (``alpha``, the same 128
+    trusted benign calibration examples) — recall per implicit pattern, benign removal (and on
+    the benign how-to share), and the per-example scores and labels for pooled ROC-AUCs."""
+    import trustlab.lm as lm
+    from trustlab.methods.gradshield.baselines import EmbeddingScorer, GradSafeScorer
+    from trustlab.methods.gradshield.thresholds import ConformalThreshold
+
+    model = lm.load(spec)
+    rows = []
+    for seed in seeds:
+        refs = organism_references(32, 256, seed=seed, howto_share=howto_share)
+        m = build_mix("implicit", fraction, n, seed=seed, howto_share=howto_share)
+        data, cal = list(m.examples), list(refs.benign_calibration)
+        h = np.array(m.harmful, dtype=bool)
+        pattern = np.array([
+            "dual_use" if "dual_use" in e.template else "shallow_opener"
+            if "shallow_opener" in e.template else "benign" for e in data
+        ])  # fmt: skip
+        howto = np.array([e.kind == "howto" for e in data]) & ~h
+        shield = GradShield(FIHS(slice_fraction=0.01), depth=depth).fit(model, refs)
+        details = shield._scores(model, data, None)
+        cal_details = shield._scores(model, cal, None)
+        scores = {
+            f"gradshield depth={depth}": (details["fihs"], cal_details["fihs"]),
+            "gradshield depth=0": (details.get("fihs_plain", details["fihs"]),
+                                   cal_details.get("fihs_plain", cal_details["fihs"])),
+        }  # fmt: skip
+        gs = GradSafeScorer().fit(model, list(refs.harmful), list(refs.benign_slices))
+        scores["gradsafe"] = (gs.score(model, data), gs.score(model, cal))
+        emb = EmbeddingScorer().fit(list(refs.harmful), list(refs.benign_slices))
+        scores["embedding"] = (emb.score(data), emb.score(cal))
+        for name, (s, c) in scores.items():
+            s = np.asarray(s, dtype=np.float64)
+            removed = s > ConformalThreshold(alpha).fit(s, c).threshold_
+            rows.append({
+                "seed": seed, "filter": name, "auc": _auc(s[h], s[~h]),
+                **{f"recall_{p}": float(removed[pattern == p].mean())
+                   for p in ("dual_use", "shallow_opener")},
+                **{f"left_{p}": int((~removed[pattern == p]).sum())
+                   for p in ("dual_use", "shallow_opener")},
+                "benign_removed": float(removed[~h].mean()),
+                "howto_removed": float(removed[howto].mean()) if howto.any() else None,
+                "scores": s.tolist(), "harmful": h.tolist(), "pattern": pattern.tolist(),
+            })  # fmt: skip
+    return rows
+
+
 def _main() -> None:  # pragma: no cover - the docs' validation table
     import argparse
 
+    if len(sys.argv) > 1 and sys.argv[1] == "filters":
+        parser = argparse.ArgumentParser(description="The filters alone on held-out mixes.")
+        parser.add_argument("filters")
+        parser.add_argument("--model", default="organism:chat-s")
+        parser.add_argument("--seeds", default="2,3")
+        parser.add_argument("--howto-share", type=float, default=0.25)
+        parser.add_argument("--depth", type=int, default=2)
+        parser.add_argument("--out", required=True, help="JSON file for every row")
+        args = parser.parse_args()
+        rows = filter_rows(args.model, [int(s) for s in args.seeds.split(",")],
+                           howto_share=args.howto_share, depth=args.depth)  # fmt: skip
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump(rows, fh)
+        for r in rows:
+            print(json.dumps({k: v for k, v in r.items()
+                              if k not in ("scores", "harmful", "pattern")}), flush=True)  # fmt: skip
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "patterns":
+        parser = argparse.ArgumentParser(description="The deep-FIHS development split.")
+        parser.add_argument("patterns")
+        parser.add_argument("--model", default="organism:chat-s")
+        parser.add_argument("--howto-share", type=float, default=0.25)
+        parser.add_argument("--depths", default="0,2,3")
+        args = parser.parse_args()
+        depths = [int(d) for d in args.depths.split(",")]
+        for r in pattern_rows(args.model, howto_share=args.howto_share, depths=depths):
+            print(json.dumps(r), flush=True)
+        return
     parser = argparse.ArgumentParser(description="GradShield's validation study.")
     parser.add_argument("--models", default="organism:chat-xs,organism:chat-s")
     parser.add_argument("--seeds", default="1,2")
