@@ -7,7 +7,6 @@ only: the validator could then reach the network and the files this user can rea
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -96,17 +95,14 @@ def validate_cmd(
 ) -> None:
     """Run a workflow's validator (sandboxed) on its data or on --data; print the verdict and
     the fields it rejected. Exit 1 when the data fails."""
-    from trustlab.methods.isc.workflow import load_workflow, run_validator
+    from trustlab.methods.isc.workflow import load_workflow, read_json, run_validator
 
     flow = load_workflow(folder)
     value = flow.data
     if data is not None:
         if not data.is_file():
             raise DataError(f"--data {data} is not a file.")
-        try:
-            value = json.loads(data.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise DataError(f"--data {data} is not valid JSON ({exc}).") from None
+        value = read_json(data, f"--data {data}")
     result = run_validator(flow, value, _sandbox(unsandboxed))
     if result.passed:
         typer.echo(f"{flow.id}: passed ({result.sandbox.isolation} isolation)")

@@ -214,6 +214,14 @@ def _one_line(exc: ValidationError) -> str:
     return f"{where}: {msg}{more}"
 
 
+def read_json(path: Path, what: str) -> Any:
+    """The JSON value in ``path``; :class:`DataError` naming ``what`` when it is not JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"{what} is not valid JSON ({exc}).") from None
+
+
 def load_workflow(folder: str | Path) -> Workflow:
     """Load and check one workflow folder; a malformed one raises :class:`DataError` with one
     line naming the folder and the problem (missing manifest or file, a manifest field of the
@@ -227,10 +235,7 @@ def load_workflow(folder: str | Path) -> Workflow:
     manifest_path = root / MANIFEST
     if not manifest_path.is_file():
         raise DataError(f"Workflow {root.name}: no {MANIFEST} in {root}.")
-    try:
-        raw = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"Workflow {root.name}: {MANIFEST} is not valid JSON ({exc}).") from None
+    raw = read_json(manifest_path, f"Workflow {root.name}: {MANIFEST}")
     try:
         manifest = _Manifest.model_validate(raw)
     except ValidationError as exc:
@@ -242,11 +247,7 @@ def load_workflow(folder: str | Path) -> Workflow:
         if not (root / getattr(manifest, kind)).is_file():
             raise DataError(f"Workflow {manifest.id}: its {kind} file {getattr(manifest, kind)} "
                             f"is missing from {root}.")  # fmt: skip
-    try:
-        data = json.loads((root / manifest.data).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"Workflow {manifest.id}: {manifest.data} is not valid JSON ({exc}).") \
-            from None  # fmt: skip
+    data = read_json(root / manifest.data, f"Workflow {manifest.id}: {manifest.data}")
     if not isinstance(data, dict):
         raise DataError(f"Workflow {manifest.id}: {manifest.data} must hold a JSON object, "
                         f"not {type(data).__name__}.")  # fmt: skip
