@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import subprocess
 import sys
 
 import jsonschema
@@ -152,12 +151,28 @@ def test_schema_rejects_a_probabilistic_unsat_without_certificate_fields(deep3, 
         jsonschema.validate(rec, SIDECAR_SCHEMA)
 
 
-def test_cli_writes_result_and_sidecar_and_checks_paths_first(files, tmp_path):
+def _trustlab(argv: list[str], capsys) -> tuple[int, str]:
+    """``trustlab ARGV`` through cli.main in-process (the console script's path, one-line
+    errors included, without a fresh interpreter importing torch): exit code and stderr."""
+    from trustlab import cli
+
+    capsys.readouterr()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", ["trustlab", *argv])
+        try:
+            cli.main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, capsys.readouterr().err
+
+
+def test_cli_writes_result_and_sidecar_and_checks_paths_first(files, tmp_path, capsys):
     out = tmp_path / "res.txt"
-    cmd = [sys.executable, "-m", "trustlab.cli", "verify", str(files / "net.onnx"),
-           str(files / "safe.vnnlib"), "--timeout", "4", "--result-file", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    cmd = ["verify", str(files / "net.onnx"), str(files / "safe.vnnlib"), "--timeout", "4",
+           "--result-file", str(out)]
+    code, err = _trustlab(cmd, capsys)
+    assert code == 0, err[-2000:]
     first = out.read_text().split("\n", 1)[0]
     side = json.loads(sidecar_path(out).read_text())
     jsonschema.validate(side, SIDECAR_SCHEMA)
@@ -165,9 +180,9 @@ def test_cli_writes_result_and_sidecar_and_checks_paths_first(files, tmp_path):
     assert first != "unsat" or side["guarantee"] == "sound"
     # an unwritable result path fails in one line before any work
     bad = tmp_path / "missing_dir" / "r.txt"
-    proc = subprocess.run([*cmd[:-1], str(bad)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "does not exist" in proc.stderr + proc.stdout
-    assert "Traceback" not in proc.stderr
+    code, err = _trustlab([*cmd[:-1], str(bad)], capsys)
+    assert code == 2 and "does not exist" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and not bad.parent.exists(), err
 
 
 # ---------------------------------------------------------------- scoring and wrong verdicts
@@ -500,7 +515,7 @@ def test_array_entry_points_property(rows, cols, poison, where, alpha, n):
 
 @pytest.mark.realdata
 @pytest.mark.parametrize("flag", [False, True])
-def test_cli_benchmark_result_files_on_acas_xu(tmp_path, flag):
+def test_cli_benchmark_result_files_on_acas_xu(tmp_path, flag, capsys):
     """Every result file the CLI writes over ACAS Xu instances: `unsat` only from a sound proof
     unless --probabilistic-unsat was given; every sidecar validates; the CSV carries the
     guarantee and certificate columns."""
@@ -519,11 +534,10 @@ def test_cli_benchmark_result_files_on_acas_xu(tmp_path, flag):
         f"{folder / 'onnx' / f'ACASXU_run2a_{n}_batch_2000.onnx'},{folder / 'vnnlib' / p}.vnnlib,"
         "116\n" for n, p in picks))
     out = tmp_path / "res"
-    cmd = [sys.executable, "-m", "trustlab.cli", "verify", "--benchmark", str(bench),
-           "--timeout", "4", "--result-dir", str(out), "--result-file", str(tmp_path / "s.csv")]
-    proc = subprocess.run(cmd + (["--probabilistic-unsat"] if flag else []),
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    cmd = ["verify", "--benchmark", str(bench), "--timeout", "4", "--result-dir", str(out),
+           "--result-file", str(tmp_path / "s.csv")]
+    code, err = _trustlab(cmd + (["--probabilistic-unsat"] if flag else []), capsys)
+    assert code == 0, err[-2000:]
     files = sorted(out.glob("*.txt"))
     assert len(files) == len(picks)
     for f in files:

@@ -72,13 +72,14 @@ class AsymmetryConfig(ExperimentConfig):
     QUICK: ClassVar[dict[str, Any]] = {
         "models": QUICK_MODELS,
         "transforms": ["word_substitution", "word_reverse"],
-        "finetune_steps": 40,
-        "n_train": 600,
-        "n_utility": 20,
-        "n_harmful": 20,
-        "n_overrefusal": 10,
-        "max_new_tokens": 16,
-        "n_resamples": 500,
+        "finetune_steps": 12,
+        "batch_size": 16,
+        "n_train": 200,
+        "n_utility": 10,
+        "n_harmful": 10,
+        "n_overrefusal": 6,
+        "max_new_tokens": 12,
+        "n_resamples": 200,
     }
 
     @field_validator("models", "transforms")

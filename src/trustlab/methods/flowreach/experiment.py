@@ -88,16 +88,17 @@ class FlowReachConfig(ExperimentConfig):
                                  "$TRUSTLAB_SHARED_DATA/vnncomp or ../shared/data/vnncomp).")
 
     QUICK: ClassVar[dict[str, Any]] = {
-        "acas_instances": 6,
+        "acas_instances": 2,
         "mnist_instances": 1,
-        "depths": [2, 8],
-        "mnist_falsify_starts": 32,
-        "verify": {"n_train": 600, "n_cal": 1100, "flow_iters": 80, "ams_particles": 16,
-                   "falsify_starts": 128, "falsify_steps": 60, "timeout": 2.0,
-                   "roundtrip_samples": 2000, "clock": "process"},
-        "sat_check_samples": 5000,
+        "depths": [2, 4],
+        "mnist_falsify_starts": 4,
+        "verify": {"n_train": 300, "n_cal": 1100, "flow_iters": 40, "ams_particles": 8,
+                   "falsify_starts": 32, "falsify_steps": 30, "timeout": 0.5,
+                   "roundtrip_samples": 500, "falsify_until_timeout": False,
+                   "clock": "process"},
+        "sat_check_samples": 1000,
         "regime_gaps": [0.4],
-        "regime_flow_iters": 600,
+        "regime_flow_iters": 150,
     }
 
     @model_validator(mode="after")

@@ -90,9 +90,9 @@ class GMUConfig(ExperimentConfig):
     QUICK: ClassVar[dict[str, Any]] = {
         "organisms": ["chat-xs"],
         "seeds": 1,
-        "lm_steps": 20,
-        "lm_n_train": 160,
-        "lm_n_heldout": 80,
+        "lm_steps": 8,
+        "lm_n_train": 64,
+        "lm_n_heldout": 40,
         "lrs": [1e-3],
         "optimizers": ["adamw"],
         "lora": False,

@@ -72,8 +72,8 @@ class JaguarConfig(ExperimentConfig):
         False, description="Test-only trusted-dealer OT instead of base OT + IKNP (insecure)."
     )
 
-    QUICK: ClassVar[dict] = {"layers": "small", "max_out_channels": 8, "max_layers": 2,
-                             "e2e_images": 2, "e2e_epochs": 3}
+    QUICK: ClassVar[dict] = {"layers": "small", "max_out_channels": 4, "max_layers": 2,
+                             "e2e_images": 1, "e2e_epochs": 2}
 
 
 @register("jaguar", config=JaguarConfig)

@@ -79,10 +79,10 @@ class ResearchNetConfig(ExperimentConfig):
     threads: Threads = Field(1, description="Torch threads (small tensors: 1 is fastest).")
 
     QUICK: ClassVar[dict] = {
-        "sizes": [12, 24],
+        "sizes": [12, 16],
         "model": {"n_ideas": 16},
-        "optimiser": {"n_steps": 120, "n_restarts": 4},
-        "n_null": 4,
+        "optimiser": {"n_steps": 60, "n_restarts": 2},
+        "n_null": 2,
         "r0_grid_points": 11,
     }
 

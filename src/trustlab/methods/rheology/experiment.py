@@ -95,14 +95,15 @@ class RheologyConfig(ExperimentConfig):
     QUICK: ClassVar[dict[str, Any]] = {
         "models": ["organism:chat-xs"],
         "n_fit": 32,
-        "n_eval": 32,
-        "n_val": 32,
+        "n_eval": 16,
+        "n_val": 16,
         "audit": {
-            "n_sensitivity_prompts": 16,
+            "n_sensitivity_prompts": 8,
             "eps": [-0.4, -0.1, 0.1, 0.4],
             "alphas": [0.5, 1.0, 2.0],
+            "n_placebo": 2,
             "gate_benign_rates": [0.05],
-            "n_bootstrap": 300,
+            "n_bootstrap": 100,
         },
     }
 

@@ -102,10 +102,10 @@ class SAEIdempotencyConfig(ExperimentConfig):
         "model": "organism:chat-xs",
         "n_prompts": 300,
         "lambdas": [0.0, 3.0],
-        "train": {"d_sae": 256, "n_steps": 250},
-        "max_eval_tokens": 1500,
+        "train": {"d_sae": 128, "n_steps": 80},
+        "max_eval_tokens": 500,
         "delta_loss_prompts": 24,
-        "synthetic_tokens": 8000,
+        "synthetic_tokens": 3000,
     }
 
     @model_validator(mode="before")

@@ -91,10 +91,10 @@ class TeamingConfig(ExperimentConfig):
     )
 
     QUICK: ClassVar[dict[str, Any]] = {
-        "n_fit": 2000,
-        "n_eval": 3000,
+        "n_fit": 1000,
+        "n_eval": 2000,
         "capacities": ["logistic", "boosting"],
-        "n_bootstrap": 40,
+        "n_bootstrap": 20,
         "cifar10h": {"capacities": ["logistic"]},
     }
 
