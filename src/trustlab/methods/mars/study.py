@@ -101,13 +101,13 @@ class MarsConfig(ExperimentConfig):
 
     QUICK: ClassVar[dict[str, Any]] = {
         "model": QUICK_MODEL,
-        "n_fit": 16,
-        "n_val": 8,
-        "n_neutral": 8,
-        "n_eval": 8,
-        "n_typed": 4,
-        "radii": [0.5, 2.0],
-        "max_new_tokens": 8,
+        "n_fit": 24,
+        "n_val": 12,
+        "n_neutral": 12,
+        "n_eval": 12,
+        "n_typed": 6,
+        "radii": [0.5, 1.0, 2.0, 4.0],
+        "max_new_tokens": 12,
     }
 
     @field_validator("model")

@@ -131,14 +131,14 @@ class ToolcallConfig(ExperimentConfig):
     FULL: ClassVar[dict[str, Any]] = {"models": FULL_MODELS}
     QUICK: ClassVar[dict[str, Any]] = {
         "models": QUICK_MODELS,
-        "n_analysis": 32,
+        "n_analysis": 64,
         "n_heldout": 40,
-        "n_select": 8,
-        "n_readout": 8,
+        "n_select": 16,
+        "n_readout": 16,
         "n_controls": 2,
         "n_sweep_controls": 1,
         "alphas": [0.5, 1.0],
-        "n_probe": 8,
+        "n_probe": 16,
     }
 
     @field_validator("models", mode="before")
