@@ -153,7 +153,7 @@ def test_the_recipes_extend_each_other_and_their_training_sets_are_pinned(corpus
     from trustlab.organisms.alignment import training_set_sha256 as sha
     from trustlab.organisms.smol import alignment_stages
 
-    assert aligned_spec("smol-chat") == aligned_spec("smol-chat", "forms")  # the adopted one
+    assert aligned_spec("smol-chat") == aligned_spec("smol-chat", "contrasts")  # the adopted one
     forms = aligned_spec("smol-chat", "forms").alignment["stages"]
     assert aligned_spec("smol-chat", "contrasts").alignment["stages"][:3] == forms
     stages = alignment_stages(aligned_spec("smol-chat", "contrasts"), corpus)

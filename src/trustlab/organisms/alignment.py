@@ -624,13 +624,14 @@ ALIGNMENT_RECIPES["contrasts"] = {
 }  # fmt: skip
 
 
-def aligned_spec(name: str, recipe: str = "forms") -> Any:
+def aligned_spec(name: str, recipe: str = "contrasts") -> Any:
     """The spec of pretrained organism ``name`` (``smol-chat``, ``gemma-chat``) with the named
     safety-tuning ``recipe`` of :data:`ALIGNMENT_RECIPES` (build it with
     ``trustlab.organisms.smol.build_smol(spec, out)``). The registered specs are unchanged.
-    The default, ``forms``, is the recipe adopted by the rule written before its measurement
-    (docs/organisms.md: HarmBench-test refusal up with a paired interval excluding 0, XSTest-safe
-    over-refusal up by no more than 0.10)."""
+    The default, ``contrasts``, is the recipe adopted by the rule written before its
+    measurement (docs/organisms.md: over-refusal on XSTest's held-out safe half down with a
+    paired interval excluding 0, HarmBench-test refusal down by no more than 0.05, held-out
+    XSTest-unsafe refusal down by no more than 0.10); ``forms`` and ``staged`` remain by name."""
     import copy
     from dataclasses import replace as _replace
 
