@@ -50,11 +50,12 @@ run: setup
 # Both sessions share one fresh organism home (mktemp, exported as TRUSTLAB_TEST_HOME and
 # TRUSTLAB_HOME, removed at the end): every organism is built once per run, from cold, and the
 # acceptance tests reuse what the default suite built. TRUSTLAB_TEST_HOME=/path keeps yours.
-# XDIST=2: the default suite on two pytest-xdist workers (tests sharing a module-scoped fixture
-# stay on one worker, see tests/conftest.py; organisms are built once under the build lock).
+# XDIST=2: the default suite on two pytest-xdist workers. --dist loadscope keeps each module on
+# one worker, so a module-scoped fixture (a contract test's quick CLI run, the Ray cluster, the
+# browser) runs once, as serially; organisms are built once under the build lock.
 FAST_MARK := not slow and not acceptance
 XDIST ?=
-xdist = $(if $(XDIST),-n $(XDIST) --dist loadgroup,)
+xdist = $(if $(XDIST),-n $(XDIST) --dist loadscope,)
 TEST_LIMIT_S ?=
 ACCEPTANCE_LIMIT_S ?=
 limit = $(if $(1),timeout --foreground $(1),)

@@ -125,26 +125,3 @@ def smol_chat(organism_home: Path) -> BuiltOrganism:
     pytest.importorskip("peft", reason="smol-chat needs peft (trustlab[llm])")
     return _built("smol-chat", organism_home)
 
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``-n 2 --dist loadgroup``), keep together the tests that share a
-    module- or class-scoped fixture: they form one ``xdist_group`` per module (and per value of a
-    parametrised one), so that fixture (a contract test's quick CLI run, a Ray cluster, a browser)
-    is set up once, on one worker, as in a serial run. Runs before xdist reads the groups."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None or item.get_closest_marker("xdist_group"):
-            continue
-        shared = sorted(
-            name for name in item.fixturenames
-            if (defs := info.name2fixturedefs.get(name)) and defs[-1].scope in ("module", "class")
-        )
-        if not shared:
-            continue
-        callspec = getattr(item, "callspec", None)
-        indices = callspec.indices if callspec is not None else {}
-        key = ",".join(f"{n}[{indices[n]}]" for n in shared if n in indices)
-        item.add_marker(pytest.mark.xdist_group(f"{item.nodeid.split('::')[0]}:{key}"))
