@@ -50,6 +50,8 @@ run: setup
 # Both sessions share one fresh organism home (mktemp, exported as TRUSTLAB_TEST_HOME and
 # TRUSTLAB_HOME, removed at the end): every organism is built once per run, from cold, and the
 # acceptance tests reuse what the default suite built. TRUSTLAB_TEST_HOME=/path keeps yours.
+# Bytecode is written (PYTHONDONTWRITEBYTECODE unset) so that the second session reuses the first
+# one's assertion-rewritten test modules: collection 25 -> 17 CPU-s.
 # XDIST=2: the default suite on two pytest-xdist workers. --dist loadscope keeps each module on
 # one worker, so a module-scoped fixture (a contract test's quick CLI run, the Ray cluster, the
 # browser) runs once, as serially; organisms are built once under the build lock.
@@ -65,7 +67,7 @@ test: setup browser
 	if [ -n "$$TRUSTLAB_TEST_HOME" ]; then home="$$TRUSTLAB_TEST_HOME"; else \
 	  home=$$(mktemp -d "$${TMPDIR:-/tmp}/trustlab-test-home.XXXXXX") || exit 1; \
 	  trap 'rm -rf "$$home"' EXIT; trap 'exit 130' INT TERM; fi; \
-	export TRUSTLAB_TEST_HOME="$$home" TRUSTLAB_HOME="$$home"; \
+	export TRUSTLAB_TEST_HOME="$$home" TRUSTLAB_HOME="$$home"; unset PYTHONDONTWRITEBYTECODE; \
 	$(call limit,$(TEST_LIMIT_S)) $(BIN)/python -m pytest -m "$(FAST_MARK)" $(xdist) --durations=30 || { rc=$$?; \
 	  if [ $$rc -eq 124 ]; then echo "error: the default suite exceeded $(TEST_LIMIT_S) s"; fi; \
 	  status=$$rc; }; \
