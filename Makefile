@@ -52,11 +52,12 @@ run: setup
 # acceptance tests reuse what the default suite built. TRUSTLAB_TEST_HOME=/path keeps yours.
 # Bytecode is written (PYTHONDONTWRITEBYTECODE unset) so that the second session reuses the first
 # one's assertion-rewritten test modules: collection 25 -> 17 CPU-s.
-# XDIST=2: the default suite on two pytest-xdist workers. --dist loadscope keeps each module on
-# one worker, so a module-scoped fixture (a contract test's quick CLI run, the Ray cluster, the
-# browser) runs once, as serially; organisms are built once under the build lock.
+# The default suite runs on XDIST=2 pytest-xdist workers (CI's two cores; `XDIST=` runs it
+# serially). --dist loadscope keeps each module on one worker, so a module-scoped fixture (a
+# contract test's quick CLI run, the Ray cluster, the browser) runs once, as serially; organisms
+# are built once under the build lock. Measured on a quiet clean clone: 529 s on two workers.
 FAST_MARK := not slow and not acceptance
-XDIST ?=
+XDIST ?= 2
 xdist = $(if $(XDIST),-n $(XDIST) --dist loadscope,)
 TEST_LIMIT_S ?=
 ACCEPTANCE_LIMIT_S ?=
