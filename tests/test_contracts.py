@@ -18,6 +18,7 @@ from pathlib import Path
 
 import annotated_types
 import pytest
+from tests.cli_inprocess import run_cli
 
 from trustlab.core import (
     ConfigError,
@@ -169,17 +170,8 @@ def test_docs_page_documents_every_config_key(method_id):
 
 def _cli(argv: list[str], capsys) -> tuple[int, list[str]]:
     """Run ``trustlab ARGV`` through cli.main; return the exit code and stderr lines."""
-    from trustlab import cli
-
-    capsys.readouterr()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sys, "argv", ["trustlab", *argv])
-        try:
-            cli.main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, capsys.readouterr().err.strip().splitlines()
+    code, _out, err = run_cli(argv, capsys)
+    return code, err.strip().splitlines()
 
 
 @pytest.fixture

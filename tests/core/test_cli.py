@@ -3,6 +3,7 @@ import sys
 import time
 
 import pytest
+from tests.cli_inprocess import run_cli
 
 from trustlab.core.catalogue import CATALOGUE
 
@@ -75,20 +76,8 @@ def test_serve_routes_to_the_method_service():
 
 
 def _main(argv: list[str], capsys) -> tuple[int, str, str]:
-    """``trustlab ARGV`` through cli.main in-process (the console script's path, without a
-    second interpreter importing torch): exit code, stdout, stderr."""
-    from trustlab import cli
-
-    capsys.readouterr()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sys, "argv", ["trustlab", *argv])
-        try:
-            cli.main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    """``trustlab ARGV`` in-process: exit code, stdout, stderr."""
+    return run_cli(argv, capsys)
 
 
 def test_verify_alias_reaches_flowreach(capsys):

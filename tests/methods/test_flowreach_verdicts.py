@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import sys
 
 import jsonschema
 import numpy as np
@@ -20,6 +19,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
+from tests.cli_inprocess import run_cli
 
 from trustlab.core.errors import InputError
 from trustlab.datasets.onnx_nets import OnnxNetwork, ReluMLP
@@ -152,19 +152,9 @@ def test_schema_rejects_a_probabilistic_unsat_without_certificate_fields(deep3, 
 
 
 def _trustlab(argv: list[str], capsys) -> tuple[int, str]:
-    """``trustlab ARGV`` through cli.main in-process (the console script's path, one-line
-    errors included, without a fresh interpreter importing torch): exit code and stderr."""
-    from trustlab import cli
-
-    capsys.readouterr()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sys, "argv", ["trustlab", *argv])
-        try:
-            cli.main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, capsys.readouterr().err
+    """``trustlab ARGV`` in-process: exit code and stderr."""
+    code, _out, err = run_cli(argv, capsys)
+    return code, err
 
 
 def test_cli_writes_result_and_sidecar_and_checks_paths_first(files, tmp_path, capsys):
