@@ -271,17 +271,19 @@ def test_killed_ray_run_resumes_to_identical_metrics(cluster, bribery_local, tmp
 @pytest.mark.acceptance
 def test_flowreach_benchmark_sweep_identical_on_local_and_ray_and_resumes(cluster, tmp_path):
     """`trustlab verify --benchmark` over ACAS Xu instances whose verdicts are reached well inside
-    the budget (two witnesses in < 0.1 s, a sound proof in ~1.3 s, and 1_1/prop_3: a sound
-    proof within 8 s or else a probabilistic certificate; 8 process-s: at 3 s a loaded Ray worker once missed
-    the sound proof, a budget effect that hits the local backend alike): the CSV
-    (verdict, guarantee, certificate) is the same on local and ray; a ray run killed after its
-    first finished instance resumes from --result-dir to the same CSV."""
+    the budget (two witnesses in < 0.1 s, a sound proof in ~1.3 s): the CSV (verdict, guarantee,
+    certificate) is the same on local and ray; a ray run killed after its first finished
+    instance resumes from --result-dir to the same CSV. Only instances decided far inside the
+    budget belong here: 1_1/prop_3 (a sound proof in 1-8 process-s, else a probabilistic
+    certificate) once reached the proof on Ray but not locally on CI's loaded machine, a budget
+    effect, not a backend difference; its certificate path is covered by
+    tests/methods/test_flowreach_verdicts.py."""
     import csv
 
     folder = VNNCOMP / "acasxu"
     if not folder.is_dir():
         pytest.skip(f"VNN-COMP data not available here: {folder}")
-    picks = [("1_2", "prop_2"), ("1_4", "prop_2"), ("1_2", "prop_1"), ("1_1", "prop_3")]
+    picks = [("1_2", "prop_2"), ("1_4", "prop_2"), ("1_2", "prop_1")]
     bench = tmp_path / "bench"
     bench.mkdir()
     (bench / "instances.csv").write_text("".join(
@@ -315,8 +317,8 @@ def test_flowreach_benchmark_sweep_identical_on_local_and_ray_and_resumes(cluste
     assert "(resumed)" in done.stdout
     rows = table(tmp_path / "ray.csv")
     assert rows == table(tmp_path / "local.csv")
-    assert len(rows) == 5 and {r[4] for r in rows[1:]} == {"sat", "unsat"}
-    assert {r[5] for r in rows[1:]} >= {"falsified", "sound"}  # prop_3: sound or probabilistic
+    assert [r[4:6] for r in rows[1:]] == [["sat", "falsified"], ["sat", "falsified"],
+                                          ["unsat", "sound"]]
 
 
 @pytest.mark.acceptance
