@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -107,6 +106,45 @@ def test_ray_records_units_for_resume(cluster, tmp_path):
     assert sorted(UnitStore(tmp_path / "s").keys()) == sorted(first.results)
 
 
+#: Runs ``trustlab ARGV`` (or, with ``--script PATH``, a Python file) in a driver that SIGKILLs
+#: itself right after it has recorded its KILL_AFTER-th unit: "killed midway" at a point fixed
+#: by a count. (Polling the store from the test and killing from outside raced the run on a
+#: loaded machine: a fast run could finish, or record more units, before the kill landed.)
+KILL_AFTER = textwrap.dedent("""
+    import os, runpy, signal, sys
+    from trustlab.core import units
+
+    n = int(os.environ["KILL_AFTER"])
+    real = units.UnitStore.save
+    saved = [0]
+
+    def save(self, *args, **kwargs):
+        path = real(self, *args, **kwargs)
+        saved[0] += 1
+        if saved[0] >= n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return path
+
+    units.UnitStore.save = save
+    if sys.argv[1] == "--script":
+        sys.argv = sys.argv[2:]
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    else:
+        from trustlab import cli
+        sys.argv = ["trustlab", *sys.argv[1:]]
+        cli.main()
+""")
+
+
+def _killed_after(n: int, argv: list[str], env: dict[str, str]) -> int:
+    """Run ARGV under KILL_AFTER=n; the driver must die of SIGKILL. Its return code."""
+    done = subprocess.run([sys.executable, "-c", KILL_AFTER, *argv],
+                          env={**env, "KILL_AFTER": str(n)}, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr[-2000:])
+    return done.returncode
+
+
 RESUME_SCRIPT = textwrap.dedent("""
     import sys, time
     from trustlab.core.context import RunContext
@@ -137,16 +175,9 @@ def test_resume_after_killing_a_run_midway_gives_identical_results(cluster, tmp_
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{tmp_path}"}
     env.pop("RAY_ADDRESS", None)
     cmd = [sys.executable, str(script), str(store), address]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(list(store.glob("*.pkl"))) < 2:
-        if proc.poll() is not None:
-            pytest.fail(f"the job ended before it was killed: {proc.stderr.read().decode()}")
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    _killed_after(2, ["--script", *cmd[1:]], env)
     recorded = len(list(store.glob("*.pkl")))
-    assert 2 <= recorded < 8, recorded
+    assert recorded == 2, recorded
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     resumed, results = done.stdout.strip().splitlines()[-1].split(" ", 1)
@@ -251,16 +282,9 @@ def test_killed_ray_run_resumes_to_identical_metrics(cluster, bribery_local, tmp
     env.pop("RAY_ADDRESS", None)
     cmd = [sys.executable, "-m", "trustlab.cli", "run", "bribery", "--quick", "-q", "--out",
            str(out), "--backend", "ray", "--ray-address", ray.get_runtime_context().gcs_address]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and len(list(out.glob("units/*/*.pkl"))) < 20:
-        if proc.poll() is not None:
-            pytest.fail(f"the run ended before it was killed: {proc.stderr.read().decode()}")
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    _killed_after(20, cmd[3:], env)
     recorded = len(list(out.glob("units/*/*.pkl")))
-    assert recorded >= 20 and not (out / "report.json").exists()
+    assert recorded == 20 and not (out / "report.json").exists()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert _report_metrics(out) == _report_metrics(local_dir)
@@ -303,15 +327,8 @@ def test_flowreach_benchmark_sweep_identical_on_local_and_ray_and_resumes(cluste
     ray_cmd = [*base, "--backend", "ray", "--ray-address",
                ray.get_runtime_context().gcs_address, "--result-dir", str(tmp_path / "res"),
                "--result-file", str(tmp_path / "ray.csv")]
-    proc = subprocess.Popen(ray_cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    units = tmp_path / "res" / ".units"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not list(units.glob("*.pkl")):
-        if proc.poll() is not None:
-            break  # finished before the kill: the resume below then takes every instance
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    _killed_after(1, ray_cmd[3:], env)
+    assert len(list((tmp_path / "res" / ".units").glob("*.pkl"))) == 1
     done = subprocess.run(ray_cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "(resumed)" in done.stdout

@@ -27,6 +27,11 @@ class _Server:
         self.lock = threading.Lock()
         self.in_flight = 0
         self.max_in_flight = 0
+        # events, not sleeps: a "sleep" reply is held until `wake` is set (by the next test's
+        # set-up, or after 30 s), and "slow" replies wait until two are in flight (or 30 s), so
+        # what the tests assert does not depend on the machine's load
+        self.wake = threading.Event()
+        self.pair = threading.Condition(self.lock)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,6 +46,7 @@ class _Server:
                     behaviour = outer.plan.pop(0) if outer.plan else "ok"
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                    outer.pair.notify_all()
                 try:
                     status, payload = outer.respond(body, behaviour)
                 finally:
@@ -67,10 +73,11 @@ class _Server:
         if len(self.requests) > MAX_REQUESTS:
             behaviour = "503"
         if behaviour == "sleep":
-            time.sleep(1.0)
+            self.wake.wait(30.0)
             behaviour = "ok"
-        if behaviour == "slow":
-            time.sleep(0.15)
+        if behaviour == "slow":  # overlap with a second request if the client sends one
+            with self.pair:
+                self.pair.wait_for(lambda: self.in_flight >= 2 or not self.plan, timeout=30.0)
             behaviour = "ok"
         if behaviour in ("500", "503", "400"):
             payload, status = b'{"error": "scripted failure"}', int(behaviour)
@@ -88,6 +95,7 @@ class _Server:
         return status, payload
 
     def close(self):
+        self.wake.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
@@ -102,9 +110,11 @@ def server():
 
 @pytest.fixture
 def fresh(server):
-    deadline = time.monotonic() + 5.0  # let handlers still sleeping from a timeout test finish
+    server.wake.set()  # release handlers still held by a timeout test, and let them finish
+    deadline = time.monotonic() + 30.0
     while server.in_flight and time.monotonic() < deadline:
         time.sleep(0.02)
+    server.wake.clear()
     server.plan.clear()
     server.requests.clear()
     server.max_in_flight = 0
@@ -163,7 +173,8 @@ def test_http_timeout_is_a_clear_error_then_retry_recovers(fresh, tmp_path):
     start = time.monotonic()
     with pytest.raises(lm.ChatBackendError, match="timed out"):
         _client(fresh, tmp_path, timeout=0.2, max_retries=0).generate(["hi"])
-    assert time.monotonic() - start < 1.0 and not _cache_files(tmp_path)
+    # the reply is held until the next test starts: the client gave up at its own timeout
+    assert time.monotonic() - start < 15.0 and not _cache_files(tmp_path)
     fresh.plan.append("sleep")
     assert _client(fresh, tmp_path, timeout=0.2, max_retries=1).generate(["hi"]) == [
         "echo hi t=0.0 seed=0"

@@ -227,18 +227,20 @@ def test_bad_inputs():
 
 def test_vectorised_closed_forms_at_the_papers_size():
     """4,507 x 24 (the paper's BBH size): the vectorised all-model answer equals the per-target
-    closed form, and costs less than ten per-target solves measured in the same run."""
+    closed form, and costs less than ten per-target solves measured in the same run (CPU
+    seconds of this process, not wall seconds: a loaded machine's preemptions fall on either
+    side at random; measured 2.0x apart in CPU-s)."""
     import time
 
     lb = synthetic_leaderboard(4507, 24, rng=np.random.default_rng(1))
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     k_mean, _ = mean_robustness_all(lb)
     k_median = median_robustness_all(lb)
-    vectorised = time.perf_counter() - t0
+    vectorised = time.process_time() - t0
     sample = np.random.default_rng(2).choice(4507, size=10, replace=False)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     per_target = [robustness(lb, int(t), "median").k for t in sample]
-    loop = time.perf_counter() - t0
+    loop = time.process_time() - t0
     assert [k_median[t] if np.isfinite(k_median[t]) else None for t in sample] == per_target
     assert [robustness(lb, int(t), "mean").k for t in sample[:3]] == [
         k_mean[t] if np.isfinite(k_mean[t]) else None for t in sample[:3]
