@@ -20,7 +20,8 @@ Per-item verdicts and reply hashes (never the replies) go to the organism's
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from trustlab.core.errors import InputError
@@ -28,8 +29,11 @@ from trustlab.core.errors import InputError
 __all__ = [
     "PUBLIC_LISTS",
     "XSTEST_HALVES",
+    "choose_refusal_bias",
     "evaluate_refusal",
     "public_list_metrics",
+    "refusal_bias",
+    "refusal_margins",
     "validation_metrics",
     "xstest_half",
 ]
@@ -89,6 +93,123 @@ def xstest_half(label: str, half: str) -> Any:
     )
 
 
+def _as_lm(model: Any, tokenizer: Any) -> Any:
+    from trustlab.lm import LanguageModel
+
+    if isinstance(model, LanguageModel) or tokenizer is None:
+        return model
+    return LanguageModel(model, tokenizer)
+
+
+def _check_bias(bias: Any) -> float:
+    from trustlab.core.validation import check_scalar
+
+    return check_scalar(bias, "refusal_bias", lo=0.0, hi=1e4)
+
+
+@contextlib.contextmanager
+def refusal_bias(lm: Any, bias: float, token_ids: Sequence[int] | None = None) -> Iterator[Any]:
+    """An operating point of a local model's refusal: inside the block, ``bias`` is subtracted
+    from the logits of the refusal-opener tokens (``token_ids``; default
+    :func:`trustlab.lm.refusal_token_ids`: the first tokens of "I", "Sorry", "As") at the
+    *first response token* only, i.e. in a forward pass that carries no KV cache (the prefill of
+    :func:`trustlab.lm.decoding.generate_rows` and :func:`trustlab.lm.next_token_logprobs`);
+    decoding steps over the cache are untouched, so a reply may still refuse after its first
+    token. Under greedy decoding the reply opens with a refusal token iff the prompt's
+    :func:`refusal_margins` exceeds ``bias``. ``bias = 0`` changes nothing (tested). The
+    cache-less reference decoder (``generate_rows(cache=False)``) reruns the prefill at every
+    step, so there the bias applies at every step."""
+    from trustlab.lm import LanguageModel
+    from trustlab.lm.judges import _refusal_ids
+
+    if not isinstance(lm, LanguageModel):
+        raise InputError(f"refusal_bias needs a trustlab.lm.LanguageModel. Got {type(lm).__name__}.")
+    b = _check_bias(bias)
+    ids = _refusal_ids(lm, token_ids)
+    torch_ids = list(ids)
+    head = lm.model.get_output_embeddings()
+    if head is None:
+        raise InputError("refusal_bias: the model has no output embedding (lm_head).")
+    state = {"prefill": False}
+
+    def pre(_module: Any, args: Any, kwargs: Any) -> None:
+        state["prefill"] = all(kwargs.get(k) is None for k in ("cache", "past_key_values"))
+
+    def post(_module: Any, _args: Any, out: Any) -> Any:
+        if state["prefill"] and b != 0.0:
+            out = out.clone()
+            out[..., -1, torch_ids] -= b
+        return out
+
+    handles = [lm.model.register_forward_pre_hook(pre, with_kwargs=True),
+               head.register_forward_hook(post)]  # fmt: skip
+    try:
+        yield ids
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def refusal_margins(
+    model: Any, tokenizer: Any, prompts: Sequence[Any], token_ids: Sequence[int] | None = None,
+    *, batch_size: int = 32,
+) -> list[float]:
+    """Per prompt, the first response token's refusal margin: the largest logit among the
+    refusal-opener tokens minus the largest logit among all other tokens (positive: greedy
+    decoding opens with a refusal token). Instruction strings are sent as one user message. Under :func:`refusal_bias` with bias ``b`` the reply
+    opens with a refusal token iff the margin exceeds ``b``."""
+    from trustlab.lm.distributions import next_token_logprobs
+    from trustlab.lm.judges import _refusal_ids
+
+    lm = _as_lm(model, tokenizer)
+    ids = _refusal_ids(lm, token_ids)
+    if isinstance(prompts, str) or not prompts:
+        raise InputError("refusal_margins takes a non-empty list of prompts.")
+    # an instruction string is one user message, as the evaluation loop sends it
+    convs = [[{"role": "user", "content": p}] if isinstance(p, str) else p for p in prompts]
+    logp = next_token_logprobs(lm, convs, batch_size=batch_size)
+    inside = logp[:, ids].max(-1).values
+    rest = logp.clone()
+    rest[:, ids] = float("-inf")
+    return [float(x) for x in (inside - rest.max(-1).values)]
+
+
+def choose_refusal_bias(
+    margins: Mapping[str, Sequence[float]],
+    refused: Mapping[str, Sequence[bool]],
+    floors: Mapping[str, float],
+    minimise: str,
+    grid: Sequence[float],
+) -> tuple[float, dict[float, dict[str, float]]]:
+    """The operating-point rule: predict, for each bias ``b`` of ``grid``, each calibration
+    set's refusal rate as the share of prompts refused at bias 0 whose margin exceeds ``b``
+    (a suppressed opener is predicted to be answered; a prompt answered at bias 0 stays
+    answered), and take the ``b`` with the lowest predicted rate on ``minimise`` among those
+    keeping every set of ``floors`` at or above its floor (ties: the smallest ``b``; none
+    feasible: 0). Returns ``(b, {b: {set: predicted rate}})``."""
+    if not grid or any(not float(b) >= 0.0 for b in grid):
+        raise InputError(f"choose_refusal_bias: grid must be biases >= 0. Got {list(grid)!r}.")
+    names = {*floors, minimise}
+    missing = [n for n in names if n not in margins or n not in refused]
+    if missing:
+        raise InputError(f"choose_refusal_bias: no margins or verdicts for {sorted(missing)}.")
+    for n in names:
+        if len(margins[n]) != len(refused[n]) or not margins[n]:
+            raise InputError(f"choose_refusal_bias: set {n!r} needs one margin per verdict.")
+    table: dict[float, dict[str, float]] = {}
+    for b in sorted({float(x) for x in grid}):
+        table[b] = {
+            n: sum(bool(r) and m > b for m, r in zip(margins[n], refused[n], strict=True))
+            / len(margins[n])
+            for n in names
+        }
+    feasible = [b for b, row in table.items() if all(row[n] >= f for n, f in floors.items())]
+    if not feasible:
+        return 0.0, table
+    best = min(feasible, key=lambda b: (table[b][minimise], b))
+    return best, table
+
+
 def evaluate_refusal(
     model: Any,
     tokenizer: Any,
@@ -97,30 +218,33 @@ def evaluate_refusal(
     max_new_tokens: int = MAX_NEW_TOKENS,
     batch_size: int = 64,
     keep_text: bool = False,
+    bias: float = 0.0,
 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """Refusal rate of ``model`` on each prompt set (greedy, the shared phrase judge).
 
     ``model``: a transformers model with its ``tokenizer``, a :class:`trustlab.lm.LanguageModel`
     or any :class:`trustlab.lm.ChatModel` (``tokenizer=None``). Returns ``({set name: {"k", "n", "rate", "lower", "upper"}}, items)``; ``items`` hold the
-    per-prompt verdicts and reply hashes (and replies only with ``keep_text``).
+    per-prompt verdicts and reply hashes (and replies only with ``keep_text``). ``bias``: the
+    refusal operating point (:func:`refusal_bias`; local models only).
     """
     from trustlab.lm import Decoding, LanguageModel, RefusalJudge, evaluate
 
     if not isinstance(prompt_sets, Mapping) or not prompt_sets:
         raise InputError("evaluate_refusal takes a non-empty dict of prompt sets.")
-    lm = (
-        model
-        if isinstance(model, LanguageModel) or tokenizer is None
-        else LanguageModel(model, tokenizer)
-    )
-    result = evaluate(
-        {"model": lm},
-        dict(prompt_sets),
-        [RefusalJudge()],
-        decoding=Decoding(max_new_tokens=max_new_tokens),
-        batch_size=batch_size,
-        keep_text=keep_text,
-    )
+    lm = _as_lm(model, tokenizer)
+    b = _check_bias(bias)
+    if b != 0.0 and not isinstance(lm, LanguageModel):
+        raise InputError("evaluate_refusal: a refusal bias needs a local model, not a chat API.")
+    ctx = refusal_bias(lm, b) if b != 0.0 else contextlib.nullcontext()
+    with ctx:
+        result = evaluate(
+            {"model": lm},
+            dict(prompt_sets),
+            [RefusalJudge()],
+            decoding=Decoding(max_new_tokens=max_new_tokens),
+            batch_size=batch_size,
+            keep_text=keep_text,
+        )
     rates = {
         row["prompts"]: {key: row[key] for key in ("k", "n", "rate", "lower", "upper")}
         for row in result.rates
