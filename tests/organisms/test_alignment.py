@@ -17,7 +17,6 @@ from trustlab.organisms.alignment import (
     alignment_training_set,
     decontaminate,
     evaluation_prompts,
-    harmful_requests,
     near_duplicate,
     refusal_for,
     validation_prompt_sets,
@@ -73,8 +72,10 @@ def test_the_split_is_fixed_disjoint_and_stratified(split):
     assert summary["benign"]["train"] >= 100 and summary["unsafe"]["train"] >= 40
 
 
-def test_harmful_requests_come_from_advbench_and_strongreject_only():
-    items = harmful_requests()
+def test_harmful_requests_come_from_advbench_and_strongreject_only(split):
+    # the split's items are harmful_requests() partitioned (asserted on the split it already
+    # built instead of decontaminating the 800 requests a second time: -3.1 CPU-s)
+    items = split.harmful[0] + split.harmful[1]
     assert {i.source for i in items} == {"advbench", "strongreject"}
     assert all(i.answer is None for i in items)
     texts = [i.prompts[0] for i in items]

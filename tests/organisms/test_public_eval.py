@@ -14,8 +14,11 @@ from trustlab.datasets.behaviours import load_harmbench, load_xstest
 from trustlab.lm import ScriptedChatModel
 from trustlab.organisms.public_eval import (
     PUBLIC_LISTS,
+    choose_refusal_bias,
     evaluate_refusal,
     public_list_metrics,
+    refusal_bias,
+    refusal_margins,
     validation_metrics,
 )
 
@@ -123,3 +126,125 @@ def test_scale_adapters_interpolates_between_base_and_trained():
         assert torch.allclose(model(ids).logits, trained, atol=1e-6)
     with pytest.raises(InputError, match="LoRA"):
         scale_adapters(build_model("llama", seed=0), 0.5)
+
+
+# --- the refusal operating point (a bias against the refusal opener) ---------------------------
+
+
+@pytest.fixture(scope="module")
+def xs_lm_prompts(chat_xs):
+    """chat-xs with six held-out corpus prompts: three refused, three answered."""
+    from trustlab.lm import LanguageModel
+    from trustlab.organisms import build_chat_corpus
+
+    corpus = build_chat_corpus(0)
+    tasks = [e for e in corpus.heldout("task") if e.task in ("capital", "copy")]
+    prompts = [e.prompt for e in corpus.heldout("harmful")[:3] + tasks[:3]]
+    return LanguageModel(chat_xs.model, chat_xs.tokenizer), prompts
+
+
+def _first_tokens(lm, prompts, n=6):
+    from trustlab.lm.decoding import generate_rows
+
+    convs = [[{"role": "user", "content": p}] for p in prompts]
+    replies = generate_rows(lm, convs, max_new_tokens=n)
+    return replies, [lm.tokenizer(r, add_special_tokens=False)["input_ids"][:1] for r in replies]
+
+
+def test_refusal_bias_moves_the_first_token_exactly_at_the_margin(xs_lm_prompts):
+    """Bias 0 changes no reply; under bias b every margin falls by exactly b, and the greedy
+    reply opens with a refusal token iff the prompt's margin exceeds b (a bias placed between
+    the margins splits the prompts exactly there)."""
+    from trustlab.lm import refusal_token_ids
+
+    lm, prompts = xs_lm_prompts
+    ids = set(refusal_token_ids(lm))
+    margins = refusal_margins(lm, None, prompts)
+    base, first = _first_tokens(lm, prompts)
+    assert [bool(f) and f[0] in ids for f in first] == [m > 0 for m in margins]
+    assert sum(m > 0 for m in margins) >= 2 and sum(m <= 0 for m in margins) >= 2
+    with refusal_bias(lm, 0.0):
+        assert _first_tokens(lm, prompts)[0] == base
+    positive = sorted(m for m in margins if m > 0)
+    b = positive[0] + 1e-3 if len(positive) == 1 else (positive[0] + positive[1]) / 2
+    with refusal_bias(lm, b):
+        shifted = refusal_margins(lm, None, prompts)
+        _, first_b = _first_tokens(lm, prompts)
+    for m, s in zip(margins, shifted, strict=True):
+        assert s == pytest.approx(m - b, abs=1e-3)
+    assert [bool(f) and f[0] in ids for f in first_b] == [m > b for m in margins]
+    assert sum(m > b for m in margins) < sum(m > 0 for m in margins)
+    assert _first_tokens(lm, prompts)[0] == base  # hooks removed on exit
+
+
+def test_evaluate_refusal_under_a_large_bias_refuses_less(xs_lm_prompts):
+    from trustlab.datasets.prompt_sets import PromptSet
+
+    lm, prompts = xs_lm_prompts
+    ps = PromptSet("xs", tuple(prompts))
+    before, _ = evaluate_refusal(lm, None, {"xs": ps})
+    after, _ = evaluate_refusal(lm, None, {"xs": ps}, bias=1e3)
+    assert before["xs"]["k"] >= 2 and after["xs"]["k"] < before["xs"]["k"]
+
+
+def _brute_force(margins, refused, floors, minimise, grid):
+    rows = []
+    for b in sorted(set(grid)):
+        rate = {n: sum(r and m > b for m, r in zip(margins[n], refused[n], strict=True))
+                / len(margins[n]) for n in margins}  # fmt: skip
+        if all(rate[n] >= f for n, f in floors.items()):
+            rows.append((rate[minimise], b))
+    return min(rows)[1] if rows else 0.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_choose_refusal_bias_agrees_with_brute_force(seed):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    margins = {n: list(rng.normal(1.0, 2.0, 20)) for n in ("harm", "safe", "unsafe")}
+    refused = {n: list(rng.random(20) < 0.8) for n in margins}
+    floors = {"harm": 0.5, "unsafe": 0.4}
+    grid = [i * 0.5 for i in range(12)]
+    b, table = choose_refusal_bias(margins, refused, floors, "safe", grid)
+    assert b == _brute_force(margins, refused, floors, "safe", grid)
+    if b != 0.0 or all(table[0.0][n] >= f for n, f in floors.items()):
+        assert all(table[b][n] >= f for n, f in floors.items())
+    rates = [table[g]["safe"] for g in sorted(table)]
+    assert rates == sorted(rates, reverse=True)  # a larger bias never predicts more refusal
+
+
+def test_choose_refusal_bias_falls_back_to_zero_when_no_point_is_feasible():
+    b, _ = choose_refusal_bias({"a": [1.0], "s": [2.0]}, {"a": [False], "s": [True]},
+                               {"a": 0.5}, "s", [0.0, 1.0])  # fmt: skip
+    assert b == 0.0
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"grid": []},
+        {"grid": [-1.0]},
+        {"margins": {"a": [1.0]}},
+        {"refused": {"a": [True, False], "s": [True]}},
+    ],
+)
+def test_choose_refusal_bias_input_errors(kwargs):
+    args = {"margins": {"a": [1.0], "s": [1.0]}, "refused": {"a": [True], "s": [True]},
+            "floors": {"a": 0.5}, "minimise": "s", "grid": [0.0, 1.0]}  # fmt: skip
+    args.update(kwargs)
+    with pytest.raises(InputError):
+        choose_refusal_bias(**args)
+
+
+def test_refusal_bias_input_errors(xs_lm_prompts):
+    lm, _ = xs_lm_prompts
+    for bad in (-1.0, float("nan"), "1", True):
+        with pytest.raises(InputError), refusal_bias(lm, bad):
+            pass
+    with pytest.raises(InputError), refusal_bias(ScriptedChatModel(lambda c: ANSWER), 1.0):
+        pass
+    with pytest.raises(InputError):
+        evaluate_refusal(ScriptedChatModel(lambda c: ANSWER), None, {"x": ["hi"]}, bias=1.0)
+    with pytest.raises(InputError):
+        refusal_margins(lm, None, [])

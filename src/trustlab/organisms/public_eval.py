@@ -123,7 +123,9 @@ def refusal_bias(lm: Any, bias: float, token_ids: Sequence[int] | None = None) -
     from trustlab.lm.judges import _refusal_ids
 
     if not isinstance(lm, LanguageModel):
-        raise InputError(f"refusal_bias needs a trustlab.lm.LanguageModel. Got {type(lm).__name__}.")
+        raise InputError(
+            f"refusal_bias needs a trustlab.lm.LanguageModel. Got {type(lm).__name__}."
+        )
     b = _check_bias(bias)
     ids = _refusal_ids(lm, token_ids)
     torch_ids = list(ids)
@@ -151,8 +153,12 @@ def refusal_bias(lm: Any, bias: float, token_ids: Sequence[int] | None = None) -
 
 
 def refusal_margins(
-    model: Any, tokenizer: Any, prompts: Sequence[Any], token_ids: Sequence[int] | None = None,
-    *, batch_size: int = 32,
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Any],
+    token_ids: Sequence[int] | None = None,
+    *,
+    batch_size: int = 32,
 ) -> list[float]:
     """Per prompt, the first response token's refusal margin: the largest logit among the
     refusal-opener tokens minus the largest logit among all other tokens (positive: greedy
