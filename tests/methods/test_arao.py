@@ -317,6 +317,29 @@ def test_augmentations_have_the_asked_size_and_labels():
     assert len(bal.texts) == 10 and bal.labels == [1] * 5 + [0] * 5
     assert bal.texts[:5] == adv.texts
     assert all(any(f"benign question {i} " in t for i in range(10)) for t in bal.texts[5:])
+    # the axis variants (equal budget): fixed = axis; balanced = axis positives + random negatives;
+    # hard = the hardest positives that move a failing direction first; mixed = thirds
+    kw = dict(n_aug=9, rewriter=RW, claim=claim, rng=0, failing=failing, adversarial=adv_res,
+              adversarial_texts=texts[:10])  # fmt: skip
+    hedges = RW.markers("hedging", 1)
+    fix = augment(texts, labels, mode="axis-fixed", **kw)
+    assert fix.texts == augment(texts, labels, mode="axis", **kw).texts
+    vb = augment(texts, labels, mode="axis-balanced", **kw)
+    assert vb.labels == [1] * 5 + [0] * 4
+    assert all(any(m in t for m in hedges) and "harmful" in t for t in vb.texts[:5])
+    hard = augment(texts, labels, mode="axis-hard", **kw)
+    assert hard.labels == [1] * 5 + [0] * 4
+    pool = sorted((sc, r.index, s, seed) for r in adv_res.items for (s, seed, sc, _, _) in r.trace if any(s))
+    n_moving = len({(i, s, d) for _, i, s, d in pool if s[SPACE.index("hedging")] > 0})
+    assert sum(any(m in t for m in hedges) for t in hard.texts[:5]) >= min(5, n_moving)
+    mix = augment(texts, labels, mode="axis-mixed", **kw)
+    assert len(mix.texts) == 9 and mix.labels[:6] == [1] * 3 + [0] * 3
+    assert mix.texts[:3] == adv.texts[:3]
+    assert all(any(m in t for m in hedges) for t in mix.texts[6:])
+    ctrl = augment(texts, labels, mode="adversarial-mixed", **kw)  # the same thirds, random strategies
+    assert ctrl.texts[:6] == mix.texts[:6] and ctrl.texts[6:] != mix.texts[6:]
+    with pytest.raises(InputError, match="failing"):
+        augment(texts, labels, mode="axis-hard", **{**kw, "failing": []})
     with pytest.raises(InputError, match="failing"):
         augment(texts, labels, mode="axis", n_aug=3, rewriter=RW, claim=claim, failing=[])
 

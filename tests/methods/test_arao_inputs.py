@@ -7,7 +7,7 @@ hypothesis cases (corruptions per argument kind in tests/malformed.py). The resu
 builds (checked below to be plain dataclasses, not entry points). ``evaluate_repairs``,
 ``repair``, ``fluency_ratio``, ``default_corpus``, ``LLMRewriter``, ``ConsistencyJudge``,
 ``WordSubstitution`` and ``PlantedAxisDetector`` are checked by the object-argument tests at
-the end. ``AXES``, ``PHRASES``, ``EUPHEMISMS`` and ``REPAIRS`` are constants.
+the end. ``AXES``, ``PHRASES``, ``EUPHEMISMS``, ``REPAIRS``, ``AXIS_VARIANTS`` and ``ALL_REPAIRS`` are constants.
 """
 
 from __future__ import annotations

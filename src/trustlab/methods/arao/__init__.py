@@ -41,6 +41,8 @@ from trustlab.methods.arao.constraints import (
 )
 from trustlab.methods.arao.data import Splits, default_corpus, split
 from trustlab.methods.arao.repair import (
+    ALL_REPAIRS,
+    AXIS_VARIANTS,
     REPAIRS,
     Augmentation,
     RepairOutcome,
@@ -51,7 +53,9 @@ from trustlab.methods.arao.repair import (
 from trustlab.methods.arao.rewriters import EUPHEMISMS, PHRASES, LLMRewriter, TemplateRewriter
 
 __all__ = [
+    "ALL_REPAIRS",
     "AXES",
+    "AXIS_VARIANTS",
     "EUPHEMISMS",
     "PHRASES",
     "REPAIRS",

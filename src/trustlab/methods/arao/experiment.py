@@ -83,6 +83,14 @@ class AraoConfig(ExperimentConfig):
     repair_rounds: int = Field(2, ge=1, le=10, description="Rounds of the detector-dependent repairs "
                                "(axis: re-attribute against the current repaired detector; adversarial: "
                                "re-attack it), n_aug split evenly over them.")  # fmt: skip
+    repairs: list[str] = Field(
+        ["none", "random", "adversarial", "adversarial-balanced", "axis"],
+        min_length=2,
+        description="Repairs to run (each adds n_aug rewrites): none, random, adversarial, "
+        "adversarial-balanced, axis (ARAO's, the headline), and the opt-in axis variants "
+        "axis-fixed, axis-balanced, axis-hard, axis-mixed and the opt-in baseline "
+        "adversarial-mixed (docs: 'Repair variants'). Must include none and axis.",
+    )
     auc_tolerance: float = Field(0.02, ge=0.0, le=1.0, description="Allowed loss of original-set "
                                  "ROC-AUC of the axis-targeted repair against no repair.")  # fmt: skip
     llm_rewriter: str | None = Field(
@@ -128,6 +136,18 @@ class AraoConfig(ExperimentConfig):
                                  "hatesonar:/path or hf:/path")  # fmt: skip
         if len(set(v)) != len(v):
             raise ValueError(f"the detectors must be distinct; got {v}")
+        return v
+
+    @field_validator("repairs")
+    @classmethod
+    def _repairs(cls, v: list[str]) -> list[str]:
+        from trustlab.methods.arao.repair import ALL_REPAIRS
+
+        bad = [m for m in v if m not in ALL_REPAIRS]
+        if bad:
+            raise ValueError(f"unknown repairs {bad}: use {', '.join(ALL_REPAIRS)}")
+        if "none" not in v or "axis" not in v or len(set(v)) != len(v):
+            raise ValueError(f"the repairs must be distinct and include none and axis; got {v}")
         return v
 
     @field_validator("repair_detector")
@@ -399,7 +419,7 @@ def _repair_unit(unit: WorkUnit) -> dict[str, Any]:
             make_planner=planner, failing=failing, adversarial=adv, adversarial_texts=tr_pos,
             n_aug=config.n_aug, budget=config.budget, fpr=config.fpr, rng=rngs["repairs"],
             transfer_texts=transfer, rounds=config.repair_rounds, refind_failing=refind_failing,
-            reattack=reattack,
+            reattack=reattack, modes=tuple(config.repairs),
         )  # fmt: skip
     for o in outcomes:  # the fitted detectors hold their embedder: not shipped back
         o.detector = None
@@ -554,19 +574,22 @@ def _repair_rows(replicates: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
     modes = [o.mode for o in replicates[0]["outcomes"]]
     if "axis" not in modes:
         return rows, cmp
-    for other in [m for m in modes if m != "axis"]:
+    mine_modes = [m for m in modes if m.startswith("axis")]
+    pairs = [(m, other) for m in mine_modes for other in modes if not other.startswith("axis")]
+    pairs += [(m, "axis") for m in mine_modes if m != "axis"]  # each variant against ARAO's own
+    for me, other in pairs:
         for what in ("attacked", "original"):
             diffs, delong = [], []
             for rep in replicates:
                 y = np.asarray(rep["eval_labels"])
                 by = {o.mode: o for o in rep["outcomes"]}
-                d = roc_auc_difference(y, getattr(by["axis"], f"{what}_scores"), getattr(by[other], f"{what}_scores"))
+                d = roc_auc_difference(y, getattr(by[me], f"{what}_scores"), getattr(by[other], f"{what}_scores"))
                 diffs.append(100 * d.estimate)
                 delong.append((100 * d.lower, 100 * d.upper))
             lo, hi = _mean_interval(diffs, delong)
-            mine = [r["auc_" + what] for r in rows if r["repair"] == "axis"]
+            mine = [r["auc_" + what] for r in rows if r["repair"] == me]
             theirs = [r["auc_" + what] for r in rows if r["repair"] == other]
-            cmp.append({"baseline": other, "set": what, "replicates": len(diffs),
+            cmp.append({"repair": me, "baseline": other, "set": what, "replicates": len(diffs),
                         "baseline_mean_auc": float(np.mean(theirs)), "axis_mean_auc": float(np.mean(mine)),
                         "gain_points": float(np.mean(diffs)), "gain_low": lo, "gain_high": hi,
                         "worst_replicate_points": float(np.min(diffs)),
@@ -590,6 +613,7 @@ def _mean_interval(diffs: list[float], delong: list[tuple[float, float]]) -> tup
 
 def _repair_metrics(report: Report, config: AraoConfig, replicates: list[dict[str, Any]],
                     cmp_rows: list[dict[str, Any]]) -> None:  # fmt: skip
+    cmp_rows = [r for r in cmp_rows if r["repair"] == "axis" and not r["baseline"].startswith("axis")]
     att = [r for r in cmp_rows if r["set"] == "attacked"]
     if not att:
         return

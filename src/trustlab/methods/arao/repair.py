@@ -24,6 +24,28 @@ after the first, ``axis`` re-runs attribution against the *current* repaired det
 failing directions the repair has not closed yet, added to the earlier ones) and the
 adversarial repairs re-attack the training positives against it. ``random`` does not depend on
 the detector, so its rounds are one draw.
+
+Axis-repair variants (:data:`AXIS_VARIANTS`, opt-in: not in the default :data:`REPAIRS`), all at
+the same budget ``n_aug``, all on the failing directions of the *first* attribution (never
+re-attributed -- the drift diagnosis: re-attribution against the repaired detector widened the
+failing set to 7-8 of 20 directions and turned the axis repair into random augmentation):
+
+* ``axis-fixed`` — ``axis`` without re-attribution (one draw of ``n_aug`` rewrites);
+* ``axis-balanced`` — the class mix of ``adversarial-balanced`` with the attribution in place of
+  hard-example mining: half rewrites of training *positives* along the failing directions, half
+  random-strategy rewrites of negatives (the same negative half as ``adversarial-balanced``);
+* ``axis-hard`` — attribution-filtered adversarial training: half the hardest accepted
+  rewrites of training positives *whose strategy moves a failing direction* (topped up with the
+  hardest others when too few do), half random-strategy rewrites of negatives; re-attacks each
+  round like ``adversarial-balanced`` (the planner-rewriter pipeline as the repair's generator);
+* ``axis-mixed`` — a third hardest positives, a third random-strategy rewrites of negatives, a
+  third ``axis`` rewrites (both classes): the balanced baseline's data with a third of its
+  budget moved to the attributed directions (matched total budget, so it is not a superset of
+  the baseline).
+
+``adversarial-mixed`` (opt-in baseline) is ``axis-mixed`` with random strategies in place of the
+failing directions: the ablation that tells whether a gain of ``axis-mixed`` comes from the
+attribution or only from mixing hard positives with diverse rewrites.
 """
 
 from __future__ import annotations
@@ -38,9 +60,14 @@ from trustlab.core.errors import InputError
 from trustlab.detectors import check_texts
 from trustlab.methods.arao.attack import AttackResult
 
-__all__ = ["REPAIRS", "Augmentation", "augment", "repair"]
+__all__ = ["ALL_REPAIRS", "AXIS_VARIANTS", "REPAIRS", "Augmentation", "augment", "repair"]
 
 REPAIRS = ("none", "random", "adversarial", "adversarial-balanced", "axis")
+AXIS_VARIANTS = ("axis-fixed", "axis-balanced", "axis-hard", "axis-mixed")
+ALL_REPAIRS = REPAIRS + AXIS_VARIANTS + ("adversarial-mixed",)
+_ALL = ALL_REPAIRS
+# repairs that depend on the current detector and iterate over rounds
+_REATTACK = ("adversarial", "adversarial-balanced", "axis-hard", "axis-mixed", "adversarial-mixed")
 
 
 @dataclass
@@ -101,8 +128,8 @@ def augment(
     y = [int(v) for v in labels]
     if len(y) != len(items) or any(v not in (0, 1) for v in y):
         raise InputError(f"augment needs one 0/1 label per text. Got {len(y)} labels for {len(items)} texts.")
-    if mode not in REPAIRS:
-        raise InputError(f"The 'mode' parameter of augment must be one of {', '.join(REPAIRS)}. Got {mode!r}.")
+    if mode not in _ALL:
+        raise InputError(f"The 'mode' parameter of augment must be one of {', '.join(_ALL)}. Got {mode!r}.")
     from trustlab.core.validation import check_scalar
 
     n_aug = check_scalar(n_aug, "n_aug", where, kind=int, lo=0)
@@ -115,42 +142,76 @@ def augment(
     if mode == "random":
         t, lab, rej = _rewrites(items, y, int(n_aug), rewriter, claim, gen, space.sample)
         return Augmentation(t, lab, mode, rej)
-    if mode == "axis":
-        if not failing:
-            raise InputError("augment(mode='axis') needs the failing axes (none were found).")
-        allowed = [(int(a), int(s)) for a, s in failing]
-        t, lab, rej = _rewrites(items, y, int(n_aug), rewriter, claim, gen,
-                                lambda g: space.sample(g, allowed=allowed))  # fmt: skip
+    allowed = [(int(a), int(s)) for a, s in failing] if failing else []
+    if mode.startswith("axis") and not allowed:
+        raise InputError(f"augment(mode={mode!r}) needs the failing axes (none were found).")
+
+    def along(g: np.random.Generator) -> tuple[int, ...]:
+        return space.sample(g, allowed=allowed)
+
+    neg = [t for t, v in zip(items, y, strict=True) if v == 0]
+    pos = [t for t, v in zip(items, y, strict=True) if v == 1]
+
+    def negatives(n: int) -> tuple[list[str], list[int], int]:
+        return _rewrites(neg, [0] * len(neg), n, rewriter, claim, gen, space.sample) if neg and n > 0 else ([], [], 0)
+
+    if mode in ("axis", "axis-fixed"):
+        t, lab, rej = _rewrites(items, y, int(n_aug), rewriter, claim, gen, along)
         return Augmentation(t, lab, mode, rej)
-    # adversarial: the hardest accepted rewrites of the attack on the training positives
+    if mode == "axis-balanced":
+        tp, lp, rp = (_rewrites(pos, [1] * len(pos), (int(n_aug) + 1) // 2, rewriter, claim, gen, along)
+                      if pos else ([], [], 0))  # fmt: skip
+        tn, ln, rn = negatives(int(n_aug) - len(tp))
+        return Augmentation(tp + tn, lp + ln, mode, rp + rn)
+    # the rest mine the attack on the training positives
     if adversarial is None or adversarial_texts is None:
         raise InputError(f"augment(mode={mode!r}) needs the attack result and its texts.")
-    if mode == "adversarial-balanced":
-        n_pos = (int(n_aug) + 1) // 2
-        hard = augment(items, y, mode="adversarial", n_aug=n_pos, rewriter=rewriter, claim=claim, rng=gen,
-                       adversarial=adversarial, adversarial_texts=adversarial_texts)  # fmt: skip
-        neg = [t for t, v in zip(items, y, strict=True) if v == 0]
-        if not neg:
-            return Augmentation(hard.texts, hard.labels, mode, hard.n_rejected)
-        t, lab, rej = _rewrites(neg, [0] * len(neg), int(n_aug) - len(hard.texts), rewriter, claim, gen, space.sample)
-        return Augmentation(hard.texts + t, hard.labels + lab, mode, hard.n_rejected + rej)
     src = check_texts(adversarial_texts, "adversarial_texts", where)
+    if mode == "adversarial":
+        t, rej = _hardest(adversarial, src, int(n_aug), rewriter)
+        return Augmentation(t, [1] * len(t), mode, rej)
+    if mode in ("adversarial-balanced", "axis-hard"):
+        t, rej = _hardest(adversarial, src, (int(n_aug) + 1) // 2, rewriter,
+                          allowed=allowed if mode == "axis-hard" else None)  # fmt: skip
+        tn, ln, rn = negatives(int(n_aug) - len(t))
+        return Augmentation(t + tn, [1] * len(t) + ln, mode, rej + rn)
+    # axis-mixed / adversarial-mixed: thirds
+    n_hard = int(n_aug) // 3 + (1 if int(n_aug) % 3 else 0)
+    n_neg = int(n_aug) // 3 + (1 if int(n_aug) % 3 == 2 else 0)
+    t, rej = _hardest(adversarial, src, n_hard, rewriter)
+    tn, ln, rn = negatives(n_neg)
+    ta, la, ra = _rewrites(items, y, int(n_aug) - len(t) - len(tn), rewriter, claim, gen,
+                           along if mode == "axis-mixed" else space.sample)  # fmt: skip
+    return Augmentation(t + tn + ta, [1] * len(t) + ln + la, mode, rej + rn + ra)
+
+
+def _hardest(adversarial: AttackResult, src: list[str], n: int, rewriter: Any,
+             allowed: Sequence[tuple[int, int]] | None = None) -> tuple[list[str], int]:  # fmt: skip
+    """The ``n`` lowest-scoring accepted rewrites of the attack (distinct item, strategy, seed);
+    with ``allowed``, those whose strategy moves an allowed (axis, sign) first, then the rest."""
     pool = [(sc, r.index, s, seed) for r in adversarial.items for (s, seed, sc, _sim, _why) in r.trace
             if sc is not None and any(s)]  # fmt: skip
     pool.sort(key=lambda p: (p[0], p[1]))
+    if allowed:
+        ok = {(int(a), int(np.sign(g))) for a, g in allowed}
+
+        def moves(s: tuple[int, ...]) -> bool:
+            return any(v != 0 and (a, int(np.sign(v))) in ok for a, v in enumerate(s))
+
+        pool = [p for p in pool if moves(p[2])] + [p for p in pool if not moves(p[2])]
     seen: set[tuple[int, tuple[int, ...], int]] = set()
     chosen = []
     for _sc, i, s, seed in pool:
+        if len(chosen) >= n:
+            break
         if (i, s, seed) not in seen:
             seen.add((i, s, seed))
             chosen.append((i, s, seed))
-        if len(chosen) >= n_aug:
-            break
     if not chosen:
-        return Augmentation([], [], mode)
+        return [], 0
     rw = rewriter.rewrite([src[i] for i, _, _ in chosen], [s for _, s, _ in chosen], [d for _, _, d in chosen])
     t = [x for x in rw if x is not None and x.strip()]
-    return Augmentation(t, [1] * len(t), mode, len(rw) - len(t))
+    return t, len(rw) - len(t)
 
 
 def repair(detector: Any, texts: Sequence[str], labels: Sequence[int], aug: Augmentation) -> Any:
@@ -202,7 +263,7 @@ def evaluate_repairs(
     budget: int,
     fpr: float,
     rng: np.random.Generator,
-    modes: Sequence[str] = REPAIRS,
+    modes: Sequence[str] = REPAIRS,  # or any of AXIS_VARIANTS too
     transfer_texts: Sequence[str] | None = None,
     progress: Any = None,
     rounds: int = 1,
@@ -227,8 +288,11 @@ def evaluate_repairs(
     from trustlab.methods.arao.attack import RhetoricalAttack, calibrate_threshold
 
     rounds = check_scalar(rounds, "rounds", "evaluate_repairs", kind=int, lo=1)
+    bad = [m for m in modes if m not in _ALL]
+    if bad:
+        raise InputError(f"The 'modes' parameter of evaluate_repairs must name repairs of {', '.join(_ALL)}. Got {bad}.")
     if rounds > 1 and (("axis" in modes and refind_failing is None)
-                       or ({"adversarial", "adversarial-balanced"} & set(modes) and reattack is None)):  # fmt: skip
+                       or (set(_REATTACK) & set(modes) and reattack is None)):  # fmt: skip
         raise InputError("evaluate_repairs(rounds > 1) needs refind_failing (axis) and reattack (adversarial).")
 
     tr_t, tr_y = train
@@ -242,7 +306,7 @@ def evaluate_repairs(
     for mode in progress(list(modes), description="repairs") if progress else modes:
         gen = np.random.default_rng(seeds[mode])
         neg_dev = [t for t, y in zip(dv_t, dv_y, strict=True) if y == 0]
-        n_rounds = rounds if mode in ("axis", "adversarial", "adversarial-balanced") else 1
+        n_rounds = rounds if mode == "axis" or mode in _REATTACK else 1
         shares = [n_aug // n_rounds + (1 if k < n_aug % n_rounds else 0) for k in range(n_rounds)]
         aug = Augmentation([], [], mode)
         fail_k, adv_k = list(failing), adversarial
@@ -280,7 +344,7 @@ def evaluate_repairs(
             transfer = orig.copy()
             transfer[np.asarray(ev_y) == 1] = det.score(list(transfer_texts))
         out.append(RepairOutcome(mode, det, thr, len(aug.texts), orig, attacked, attacked_pos, transfer,
-                                 success, len(pos), styled_fpr, fail_k if mode == "axis" else []))  # fmt: skip
+                                 success, len(pos), styled_fpr, fail_k if mode.startswith("axis") else []))  # fmt: skip
     return out
 
 
