@@ -1,11 +1,19 @@
-"""Where trustlab keeps its cache and looks for the shared real data (one place for both)."""
+"""Where trustlab keeps its cache and looks for the shared real data (one place for both), and
+the cross-process lock of a cache entry built into it."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["shared_data_dir", "trustlab_home"]
+from trustlab.core.errors import InputError
+
+__all__ = ["cache_lock", "shared_data_dir", "trustlab_home"]
+
+log = logging.getLogger(__name__)
 
 
 def trustlab_home() -> Path:
@@ -23,3 +31,41 @@ def shared_data_dir(*parts: str) -> Path:
     env = os.environ.get("TRUSTLAB_SHARED_DATA")
     base = Path(env) if env else Path(__file__).resolve().parents[3].parent / "shared" / "data"
     return base.joinpath(*parts)
+
+
+@contextlib.contextmanager
+def cache_lock(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold the cross-process lock of the cache entry ``target`` while building it.
+
+    Processes sharing one ``$TRUSTLAB_HOME`` (two pytest-xdist workers, two users' runs) build an
+    entry once: the first holds the lock and builds; the others wait (with a log line), then
+    find the entry built. Callers check for the entry *again* inside the block::
+
+        with cache_lock(target):
+            if not (target / "card.json").is_file():
+                build_into(target)   # atomically: temporary sibling, then os.replace
+
+    The lock file is ``<target's folder>/.locks/<target's name>.lock`` and holds no state; it
+    stays after release (deleting it would let a third process lock a different file). Do not
+    nest two blocks for the same target: the inner one would wait for the outer forever.
+    Yields ``target`` as a Path.
+    """
+    from filelock import FileLock, Timeout
+
+    if not isinstance(target, str | os.PathLike) or not str(target) \
+            or Path(target).name in ("", ".", ".."):
+        raise InputError(f"The 'target' parameter of cache_lock must be a path naming a cache "
+                         f"entry. Got {target!r:.80}.")
+    path = Path(target)
+    locks = path.parent / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(locks / f"{path.name}.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info("waiting for another process building %s", path)
+        lock.acquire()
+    try:
+        yield path
+    finally:
+        lock.release()

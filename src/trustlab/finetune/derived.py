@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trustlab.core.errors import DataError, InputError
 from trustlab.core.io import write_json_atomic
-from trustlab.core.paths import trustlab_home
+from trustlab.core.paths import cache_lock, trustlab_home
 from trustlab.finetune.config import FinetuneConfig, LoraSettings
 from trustlab.finetune.data import UTILITY_TASKS, Mix
 
@@ -280,7 +280,7 @@ def build_derived(
     ``eval`` records them). The sizes are not part of the key: a cached model keeps its card."""
     import trustlab.lm as lm
     from trustlab.finetune.attack import check_eval_sizes
-    from trustlab.finetune.loop import finetune, hardware_fingerprint, weights_sha256
+    from trustlab.finetune.loop import weights_sha256
 
     _check_base(base)
     check_eval_sizes(n_eval, n_new)
@@ -292,6 +292,20 @@ def build_derived(
     target = derived_dir(key, home)
     if (target / "card.json").is_file() and not force:
         return target
+    # one build per key across processes sharing the home (two test workers, two runs): the
+    # others wait, then take the finished build (also after a force=True rebuild by another)
+    with cache_lock(target):
+        if (target / "card.json").is_file() and not force:
+            return target
+        return _build_derived_into(target, key, chosen, base, base_model, base_sha, data,
+                                   progress, n_eval, n_new)
+
+
+def _build_derived_into(target: Path, key: str, chosen: Recipe, base: str, base_model: Any,
+                        base_sha: str, data: Any, progress: Any, n_eval: int,
+                        n_new: int) -> Path:
+    from trustlab.finetune.loop import finetune, hardware_fingerprint, weights_sha256
+
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.building.", dir=target.parent))
     try:

@@ -29,7 +29,7 @@ from typing import Any
 
 from trustlab.core.errors import InputError
 from trustlab.core.io import write_json_atomic
-from trustlab.core.paths import trustlab_home
+from trustlab.core.paths import cache_lock, trustlab_home
 
 __all__ = ["seed_card", "seed_dir", "seed_spread", "spread_table"]
 
@@ -68,20 +68,23 @@ def seed_card(
     target = seed_dir(name, seed, home)
     if (target / "card.json").is_file():
         return json.loads((target / "card.json").read_text(encoding="utf-8"))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.building.", dir=target.parent))
-    try:
-        start, cpu_start = time.perf_counter(), time.process_time()
-        card = _build_into(variant, tmp, progress)
-        card["build_seconds"] = time.perf_counter() - start
-        card["build_cpu_seconds"] = time.process_time() - cpu_start
-        card["targets_met"] = _targets_met(variant, card["metrics"])
-        write_json_atomic(tmp / "card.json", card)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with cache_lock(target):  # one build per seed across processes sharing the home
+        if (target / "card.json").is_file():
+            return json.loads((target / "card.json").read_text(encoding="utf-8"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.building.", dir=target.parent))
+        try:
+            start, cpu_start = time.perf_counter(), time.process_time()
+            card = _build_into(variant, tmp, progress)
+            card["build_seconds"] = time.perf_counter() - start
+            card["build_cpu_seconds"] = time.process_time() - cpu_start
+            card["targets_met"] = _targets_met(variant, card["metrics"])
+            write_json_atomic(tmp / "card.json", card)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return card
 
 

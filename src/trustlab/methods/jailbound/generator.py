@@ -171,7 +171,7 @@ def build_generator(base: str = "organism:smol-chat", taxonomy: Taxonomy | str |
     place when complete."""
     import trustlab.lm as lm
     from trustlab.core.io import write_json_atomic
-    from trustlab.core.paths import trustlab_home
+    from trustlab.core.paths import cache_lock, trustlab_home
     from trustlab.finetune import parse_config
 
     if not isinstance(base, str) or not base.startswith(("organism:", "hf:")):
@@ -188,37 +188,41 @@ def build_generator(base: str = "organism:smol-chat", taxonomy: Taxonomy | str |
     target = Path(home or trustlab_home()) / "jailbound" / f"generator-{key}"
     if (target / "card.json").is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.building.", dir=target.parent))
-    try:
-        cpu0 = time.process_time()
+    # one build per key across processes sharing the home: the others wait, then reuse it
+    with cache_lock(target):
+        if (target / "card.json").is_file():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.building.", dir=target.parent))
+        try:
+            cpu0 = time.process_time()
 
-        def on_step(step: int, total: int, loss: float) -> None:
-            if progress is not None:
-                progress(f"fine-tuning the meta-attack generator on {base}", step, total)
+            def on_step(step: int, total: int, loss: float) -> None:
+                if progress is not None:
+                    progress(f"fine-tuning the meta-attack generator on {base}", step, total)
 
-        result = finetune_generator(model, taxonomy, risks=risks, slot=slot, config=cfg,
-                                    progress=on_step)
-        net = result.model
-        if hasattr(net, "merge_and_unload"):
-            net = net.merge_and_unload()
-        if getattr(net, "hf_quantizer", None) is not None:  # a GGUF-loaded base: save plain
-            net.hf_quantizer = None
-        if hasattr(net.config, "quantization_config"):
-            del net.config.quantization_config
-        net.save_pretrained(tmp)
-        model.tokenizer.save_pretrained(tmp)
-        write_json_atomic(tmp / "card.json", {
-            "base": base, "key": key, "slot": slot,
-            "data": {"sha256": data_sha, "n": len(data)},
-            "finetune": cfg.model_dump(mode="json"), "training": result.stats(),
-            "build_cpu_seconds": time.process_time() - cpu0,
-        })
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            result = finetune_generator(model, taxonomy, risks=risks, slot=slot, config=cfg,
+                                        progress=on_step)
+            net = result.model
+            if hasattr(net, "merge_and_unload"):
+                net = net.merge_and_unload()
+            if getattr(net, "hf_quantizer", None) is not None:  # a GGUF-loaded base: save plain
+                net.hf_quantizer = None
+            if hasattr(net.config, "quantization_config"):
+                del net.config.quantization_config
+            net.save_pretrained(tmp)
+            model.tokenizer.save_pretrained(tmp)
+            write_json_atomic(tmp / "card.json", {
+                "base": base, "key": key, "slot": slot,
+                "data": {"sha256": data_sha, "n": len(data)},
+                "finetune": cfg.model_dump(mode="json"), "training": result.stats(),
+                "build_cpu_seconds": time.process_time() - cpu0,
+            })
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
