@@ -34,6 +34,22 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = core_paths.shared_data_dir()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--by-cost", action="store_true", default=False,
+        help="with -n N --dist loadscope: dispatch organism-building modules first, then the "
+             "longest first (tests/xdist_schedule.py; make test's acceptance session)")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if not config.getoption("by_cost") or config.getoption("dist", None) != "loadscope":
+        return None
+    from tests.xdist_schedule import make_scheduler
+
+    return make_scheduler(config, log)
+
+
 def shared_data(*parts: str) -> Path:
     """Path under ../shared/data, or skip the test (with the reason) when it is absent."""
     path = SHARED_DATA.joinpath(*parts)
