@@ -545,3 +545,40 @@ def test_deep_gradshield_thresholds_the_larger_standardised_component(tiny, refs
         GradShield(depth=-1).fit(tiny, refs)
     with pytest.raises(NotFittedError):
         GradShield().score(tiny, data)
+
+
+@pytest.mark.slow
+def test_slice_rules_rank_rows_by_their_stated_margins_brute_force(tiny, refs):
+    """``slice_rule``: the kept rows are the top rows of the stated per-row margin, recomputed
+    here from per-example gradients (held-out odd-position probes against the half-A
+    reference); the rule changes only which rows are kept."""
+    harmful, refusal, benign = list(refs.harmful), list(refs.refusal), list(refs.benign_slices)
+    fits = {
+        rule: FIHS(slice_fraction=0.05, slice_rule=rule).fit(tiny, harmful, refusal, benign)
+        for rule in ("benign", "refusal", "both")
+    }
+    slices = fits["benign"].slices_
+    ref_a = per_example_gradients(tiny, harmful[0::2]).mean(0) - per_example_gradients(
+        tiny, refusal[0::2]
+    ).mean(0)
+    cos = {
+        name: slices.cosines(per_example_gradients(tiny, data), ref_a).numpy().mean(0)
+        for name, data in (("comply", harmful[1::2]), ("refuse", refusal[1::2]),
+                           ("benign", benign))
+    }  # fmt: skip
+    margins = {
+        "benign": cos["comply"] - cos["benign"],
+        "refusal": cos["comply"] - cos["refuse"],
+        "both": np.minimum(cos["comply"] - cos["benign"], cos["comply"] - cos["refuse"]),
+    }
+    k = fits["benign"].selected_.size
+    for rule, fihs in fits.items():
+        np.testing.assert_allclose(fihs.separation_, margins[rule], rtol=1e-3, atol=1e-5)
+        top = np.sort(np.argsort(-margins[rule], kind="stable")[:k])
+        # rows within float noise of the k-th margin may swap; the rest must agree
+        assert len(set(top) ^ set(fihs.selected_)) <= 2
+    assert set(fits["refusal"].selected_) != set(fits["benign"].selected_)
+    with pytest.raises(InputError, match="use_refusal"):
+        FIHS(slice_rule="both", use_refusal=False).fit(tiny, harmful, refusal, benign)
+    with pytest.raises(InputError, match="slice_rule"):
+        FIHS(slice_rule="contrast").fit(tiny, harmful, refusal, benign)  # type: ignore[arg-type]

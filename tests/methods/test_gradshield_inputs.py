@@ -95,9 +95,9 @@ FRACTION = scalar("fraction", 0.0, -0.1, 1.5)  # 1.0 is valid: all slices, anoth
 NON_NEG = scalar("non-negative", -1.0)
 
 
-def _fihs_fit(slice_fraction, aggregate, use_refusal, batch_size, harmful, model):
+def _fihs_fit(slice_fraction, aggregate, use_refusal, slice_rule, batch_size, harmful, model):
     fihs = FIHS(slice_fraction=slice_fraction, aggregate=aggregate, use_refusal=use_refusal,
-                batch_size=batch_size)  # fmt: skip
+                slice_rule=slice_rule, batch_size=batch_size)  # fmt: skip
     fihs.fit(model, harmful, list(REFS.refusal), list(REFS.benign_slices))
     return fihs.score(MODEL, DATA)
 
@@ -195,10 +195,11 @@ MASK1D = Kind(
 
 CASES = [
     Case("FIHS", _fihs_fit,
-         {"slice_fraction": 0.2, "aggregate": "concat", "use_refusal": True, "batch_size": 4,
-          "harmful": list(REFS.harmful), "model": MODEL},
+         {"slice_fraction": 0.2, "aggregate": "concat", "use_refusal": True,
+          "slice_rule": "both", "batch_size": 4, "harmful": list(REFS.harmful), "model": MODEL},
          {"slice_fraction": FRACTION, "aggregate": CHOICE(), "use_refusal": BOOL,
-          "batch_size": INT(lo=1), "harmful": EXAMPLES, "model": MODELS}),
+          "slice_rule": CHOICE(), "batch_size": INT(lo=1), "harmful": EXAMPLES,
+          "model": MODELS}),
     Case("FIHS.score", _fihs_score, {"data": DATA}, {"data": EXAMPLES}),
     Case("GradShield", _shield, {"threshold": "conformal", "data": DATA},
          {"threshold": CHOICE(), "data": EXAMPLES}),

@@ -24,7 +24,11 @@ The slices ``M`` are rows of weight matrices (:class:`ParameterSlices`) chosen o
 sets: with ``r_A`` built from one half of the probes, slice ``j`` scores
 ``mean_{probes B} cos(g_j, r_A,j) − mean_{trusted benign} cos(g_j, r_A,j)`` (how consistently a
 held-out harmful-compliance gradient points along the reference there, beyond a benign one),
-and the top ``slice_fraction`` of slices are kept.
+and the top ``slice_fraction`` of slices are kept (``slice_rule="benign"``, the default).
+``slice_rule="refusal"`` contrasts the held-out compliance probes with the held-out refusal
+probes instead (the slices where compliance and refusal differ most), and ``"both"`` keeps the
+slices by the smaller of the two margins (compliance must stand out against benign data *and*
+against refusal there).
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ def chunk_size(model: Any, params: Sequence[str] | None, batch_size: int) -> int
 __all__ = ["FIHS", "check_model", "fihs_from_gradients"]
 
 Aggregate = Literal["concat", "mean"]
+SliceRule = Literal["benign", "refusal", "both"]
+SLICE_RULES = ("benign", "refusal", "both")
 
 
 def fihs_from_gradients(
@@ -140,7 +146,9 @@ class FIHS:
     ``slice_fraction``: share of slices kept as safety-critical (1.0: all of ``params``);
     ``aggregate``: ``concat`` (one cosine over the kept slices) or ``mean`` (mean per-slice
     cosine); ``use_refusal``: subtract the refusal probes' gradient from the reference (the
-    log-odds proxy); ``batch_size``/``method``/``threads``/``max_length``: per-example gradient
+    log-odds proxy); ``slice_rule``: what the held-out compliance probes are contrasted with
+    when slices are chosen — ``benign`` (the trusted benign half), ``refusal`` (the held-out
+    refusal probes; needs ``use_refusal``) or ``both`` (the smaller margin); ``batch_size``/``method``/``threads``/``max_length``: per-example gradient
     settings (:func:`trustlab.finetune.per_example_gradients`).
 
     Lifecycle: :meth:`fit` on the model and the probe sets, then :meth:`score` examples for the
@@ -156,6 +164,7 @@ class FIHS:
         slice_fraction: float = 0.01,
         aggregate: Aggregate = "concat",
         use_refusal: bool = True,
+        slice_rule: SliceRule = "benign",
         batch_size: int = 32,
         method: Literal["auto", "loop", "vmap"] = "auto",
         threads: int = 1,
@@ -165,6 +174,7 @@ class FIHS:
         self.slice_fraction = slice_fraction
         self.aggregate = aggregate
         self.use_refusal = use_refusal
+        self.slice_rule = slice_rule
         self.batch_size = batch_size
         self.method = method
         self.threads = threads
@@ -177,6 +187,12 @@ class FIHS:
         check_choice(self.aggregate, "aggregate", ("concat", "mean"), where)
         if not isinstance(self.use_refusal, bool):
             raise InputError(f"The 'use_refusal' parameter of FIHS must be a bool. Got {self.use_refusal!r}.")  # fmt: skip
+        check_choice(self.slice_rule, "slice_rule", SLICE_RULES, where)
+        if self.slice_rule != "benign" and not self.use_refusal:
+            raise InputError(
+                f"FIHS(slice_rule={self.slice_rule!r}) contrasts with the refusal probes: it "
+                "needs use_refusal=True."
+            )
         check_scalar(self.batch_size, "batch_size", where, kind=int, lo=1)
         check_scalar(self.threads, "threads", where, kind=int, lo=1)
         check_choice(self.method, "method", ("auto", "loop", "vmap"), where)
@@ -269,11 +285,24 @@ class FIHS:
         # pass 2: per-slice consistency of held-out harmful probes vs the benign sample
         if select:
             held = [harmful[i] for i in range(1, len(harmful), 2)]
+            held_refusal = (
+                [refusal[i] for i in range(1, len(refusal), 2)]
+                if self.slice_rule != "benign" else []
+            )  # fmt: skip
             cos = self._grads(
-                model, held + list(benign), tokenizer, self.params,
+                model, held + held_refusal + list(benign), tokenizer, self.params,
                 lambda g: slices.cosines(g, direction_a),
             ).numpy()  # fmt: skip
-            separation = cos[: len(held)].mean(0) - cos[len(held) :].mean(0)
+            a, b = len(held), len(held) + len(held_refusal)
+            versus_benign = cos[:a].mean(0) - cos[b:].mean(0)
+            if self.slice_rule == "benign":
+                separation = versus_benign
+            else:
+                versus_refusal = cos[:a].mean(0) - cos[a:b].mean(0)
+                separation = (
+                    versus_refusal if self.slice_rule == "refusal"
+                    else np.minimum(versus_benign, versus_refusal)
+                )  # fmt: skip
             k = max(1, int(np.ceil(self.slice_fraction * slices.n_slices)))
             selected = np.sort(np.argsort(-separation, kind="stable")[:k])
         else:

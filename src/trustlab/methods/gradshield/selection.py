@@ -28,13 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from trustlab.core.errors import InputError
 from trustlab.methods.gradshield.fihs import FIHS
 from trustlab.methods.gradshield.mixes import build_mix, filter_metrics
 from trustlab.methods.gradshield.references import organism_references
 from trustlab.methods.gradshield.shield import GradShield
 
-__all__ = ["VALIDATION_FRACTIONS", "Candidate", "choose", "filter_rows", "pattern_rows",
-           "validation_rows"]
+__all__ = ["VALIDATION_FRACTIONS", "Candidate", "choose", "choose_slice_rule", "filter_rows",
+           "pattern_rows", "validation_rows"]
 
 VALIDATION_FRACTIONS = (0.0, 0.01, 0.02, 0.05, 0.10, 0.20)
 SLICE_FRACTIONS = (0.003, 0.01, 0.03, 0.1, 1.0)
@@ -160,6 +161,41 @@ def choose(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return summary
 
 
+def choose_slice_rule(rows: Sequence[dict[str, Any]], *, depth: int = 0) -> str:
+    """The slice rule the dual-use study adopts, by the rule fixed before the development run
+    (rows of :func:`pattern_rows` at ``depth``, every rule on the same mixes):
+
+    1. explicit recall must stay 1.0, `shallow_opener` recall must not fall more than 0.05
+       below the default rule's, and benign removal on the clean mix must stay at or below
+       max(2 %, the default's);
+    2. among the rules left, the highest `dual_use` recall, if it beats the default's by more
+       than 0.05 (one draw's noise on 80 examples is about that); else ``benign`` (the
+       default) stays.
+    """
+    by: dict[str, dict[str, dict[str, Any]]] = {}
+    prefix = f"gradshield depth={depth}"
+    for r in rows:
+        name = r["filter"]
+        if name == prefix or name.startswith(prefix + " rule="):
+            rule = name.split("rule=")[1] if "rule=" in name else "benign"
+            by.setdefault(rule, {})[r["mix"]] = r
+    if "benign" not in by:
+        raise InputError("choose_slice_rule needs the default ('benign') rule's rows.")
+    base = by["benign"]
+    best, best_recall = "benign", base["dual_use"]["recall"] + 0.05
+    for rule, mixes in by.items():
+        if rule == "benign":
+            continue
+        ok = (
+            mixes["explicit"]["recall"] >= 1.0
+            and mixes["shallow_opener"]["recall"] >= base["shallow_opener"]["recall"] - 0.05
+            and mixes["clean"]["benign_removed"] <= max(0.02, base["clean"]["benign_removed"])
+        )
+        if ok and mixes["dual_use"]["recall"] > best_recall:
+            best, best_recall = rule, mixes["dual_use"]["recall"]
+    return best
+
+
 def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
     """Mann-Whitney ROC-AUC (ties count one half)."""
     return float(
@@ -177,6 +213,7 @@ def pattern_rows(
     data_seed: int = 500,
     reference_seed: int = 0,
     baselines: bool = True,
+    slice_rules: Sequence[str] = ("benign",),
 ) -> list[dict[str, Any]]:
     """The development split of the deep-FIHS choice: one mix per implicit pattern
     (``dual_use``, ``shallow_opener``; data seed ``data_seed``), an explicit mix (seed + 1) and
@@ -184,7 +221,9 @@ def pattern_rows(
     requests; for GradShield at every ``depth`` (conformal cut at 0.01) and, with
     ``baselines``, GradSafe's score and the MiniLM margin (each at its own label-free conformal
     cut at 0.01 on the same calibration half): ROC-AUC against the benign examples and against
-    the benign how-to ones, recall and benign removal. The evaluation seeds are never used."""
+    the benign how-to ones, recall and benign removal. The evaluation seeds are never used.
+    ``slice_rules``: FIHS's slice rules to compare (``FIHS(slice_rule=...)``; each at every
+    depth; the row's filter name carries ``rule=`` when the rule is not ``benign``)."""
     import trustlab.lm as lm
     from trustlab.methods.gradshield.baselines import EmbeddingScorer, GradSafeScorer
     from trustlab.methods.gradshield.thresholds import ConformalThreshold
@@ -205,9 +244,11 @@ def pattern_rows(
             pool.setdefault(e, len(pool))
     examples, calibration = list(pool), list(refs.benign_calibration)
     scorers: dict[str, Callable[[list[Any]], np.ndarray]] = {}
-    for depth in depths:
-        shield = GradShield(FIHS(slice_fraction=0.01), depth=depth).fit(model, refs)
-        scorers[f"gradshield depth={depth}"] = lambda d, s=shield: s.score(model, d)
+    for depth, rule in itertools.product(depths, slice_rules):
+        shield = GradShield(FIHS(slice_fraction=0.01, slice_rule=rule),  # type: ignore[arg-type]
+                            depth=depth).fit(model, refs)  # fmt: skip
+        name = f"gradshield depth={depth}" + ("" if rule == "benign" else f" rule={rule}")
+        scorers[name] = lambda d, s=shield: s.score(model, d)
     if baselines:
         gs = GradSafeScorer().fit(model, list(refs.harmful), list(refs.benign_slices))
         scorers["gradsafe"] = lambda d: gs.score(model, d)
@@ -241,6 +282,8 @@ def filter_rows(
     howto_share: float = 0.25,
     depth: int = 2,
     alpha: float = 0.01,
+    slice_rule: str = "benign",
+    baselines: bool = True,
 ) -> list[dict[str, Any]]:
     """The filters alone on the experiment's implicit mixes (``trustlab run gradshield --seed
     s`` builds the same mix and references for each seed ``s``), without fine-tuning: per seed
@@ -264,18 +307,21 @@ def filter_rows(
             if "shallow_opener" in e.template else "benign" for e in data
         ])  # fmt: skip
         howto = np.array([e.kind == "howto" for e in data]) & ~h
-        shield = GradShield(FIHS(slice_fraction=0.01), depth=depth).fit(model, refs)
+        shield = GradShield(FIHS(slice_fraction=0.01, slice_rule=slice_rule),  # type: ignore[arg-type]
+                            depth=depth).fit(model, refs)  # fmt: skip
         details = shield._scores(model, data, None)
         cal_details = shield._scores(model, cal, None)
+        tag = "" if slice_rule == "benign" else f" rule={slice_rule}"
         scores = {
-            f"gradshield depth={depth}": (details["fihs"], cal_details["fihs"]),
-            "gradshield depth=0": (details.get("fihs_plain", details["fihs"]),
-                                   cal_details.get("fihs_plain", cal_details["fihs"])),
+            f"gradshield depth={depth}{tag}": (details["fihs"], cal_details["fihs"]),
+            f"gradshield depth=0{tag}": (details.get("fihs_plain", details["fihs"]),
+                                         cal_details.get("fihs_plain", cal_details["fihs"])),
         }  # fmt: skip
-        gs = GradSafeScorer().fit(model, list(refs.harmful), list(refs.benign_slices))
-        scores["gradsafe"] = (gs.score(model, data), gs.score(model, cal))
-        emb = EmbeddingScorer().fit(list(refs.harmful), list(refs.benign_slices))
-        scores["embedding"] = (emb.score(data), emb.score(cal))
+        if baselines:
+            gs = GradSafeScorer().fit(model, list(refs.harmful), list(refs.benign_slices))
+            scores["gradsafe"] = (gs.score(model, data), gs.score(model, cal))
+            emb = EmbeddingScorer().fit(list(refs.harmful), list(refs.benign_slices))
+            scores["embedding"] = (emb.score(data), emb.score(cal))
         for name, (s, c) in scores.items():
             s = np.asarray(s, dtype=np.float64)
             removed = s > ConformalThreshold(alpha).fit(s, c).threshold_
@@ -302,10 +348,14 @@ def _main() -> None:  # pragma: no cover - the docs' validation table
         parser.add_argument("--seeds", default="2,3")
         parser.add_argument("--howto-share", type=float, default=0.25)
         parser.add_argument("--depth", type=int, default=2)
+        parser.add_argument("--slice-rule", default="benign")
+        parser.add_argument("--no-baselines", action="store_true")
         parser.add_argument("--out", required=True, help="JSON file for every row")
         args = parser.parse_args()
         rows = filter_rows(args.model, [int(s) for s in args.seeds.split(",")],
-                           howto_share=args.howto_share, depth=args.depth)  # fmt: skip
+                           howto_share=args.howto_share, depth=args.depth,
+                           slice_rule=args.slice_rule,
+                           baselines=not args.no_baselines)  # fmt: skip
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(rows, fh)
         for r in rows:
@@ -318,10 +368,19 @@ def _main() -> None:  # pragma: no cover - the docs' validation table
         parser.add_argument("--model", default="organism:chat-s")
         parser.add_argument("--howto-share", type=float, default=0.25)
         parser.add_argument("--depths", default="0,2,3")
+        parser.add_argument("--slice-rules", default="benign")
+        parser.add_argument("--reference-seed", type=int, default=0)
+        parser.add_argument("--no-baselines", action="store_true")
         args = parser.parse_args()
         depths = [int(d) for d in args.depths.split(",")]
-        for r in pattern_rows(args.model, howto_share=args.howto_share, depths=depths):
+        rows = pattern_rows(args.model, howto_share=args.howto_share, depths=depths,
+                            slice_rules=args.slice_rules.split(","),
+                            reference_seed=args.reference_seed,
+                            baselines=not args.no_baselines)  # fmt: skip
+        for r in rows:
             print(json.dumps(r), flush=True)
+        if len(args.slice_rules.split(",")) > 1:
+            print(json.dumps({"chosen_slice_rule": choose_slice_rule(rows)}), flush=True)
         return
     parser = argparse.ArgumentParser(description="GradShield's validation study.")
     parser.add_argument("--models", default="organism:chat-xs,organism:chat-s")

@@ -73,7 +73,7 @@ def _clone(fihs: FIHS) -> FIHS:
     """An unfitted FIHS with the same settings."""
     return FIHS(
         params=fihs.params, slice_fraction=fihs.slice_fraction, aggregate=fihs.aggregate,
-        use_refusal=fihs.use_refusal, batch_size=fihs.batch_size, method=fihs.method,
+        use_refusal=fihs.use_refusal, slice_rule=fihs.slice_rule, batch_size=fihs.batch_size, method=fihs.method,
         threads=fihs.threads, max_length=fihs.max_length,
     )  # fmt: skip
 
