@@ -3,7 +3,9 @@ and the protocol reports its Δharm and Δutility with intervals (whatever their
 
 About 50 CPU-s on top of the session's chat-s build: 600 full fine-tuning steps of 32 on
 encoded benign data (half kept plain), then 100 held-out tasks, 60 harmful and 20 how-to
-prompts in three cells (base plain, adapted plain, adapted transformed).
+prompts in three cells (base plain, adapted plain, adapted transformed). This is the paper's
+benign-only recipe (``refusal_share = 0``); the experiment's default keeps plain refusal examples
+(tests/methods/test_asymmetry_refusals.py, slow).
 """
 
 from __future__ import annotations

@@ -80,7 +80,8 @@ def test_bad_verdicts_are_one_line_errors():
 
 
 def _example(prompt, response, kind):
-    return SimpleNamespace(prompt=prompt, response=response, kind=kind, split="train")
+    label = "refuse" if kind == "harmful" else "comply"
+    return SimpleNamespace(prompt=prompt, response=response, kind=kind, split="train", label=label)
 
 
 CORPUS = SimpleNamespace(examples=[
@@ -101,6 +102,25 @@ def test_adaptation_data_is_benign_and_encodes_the_stated_share():
     assert not any(p in harmful or (t.decode(p[0]), t.decode(p[1])) in harmful for p in data)
     with pytest.raises(InputError):
         adaptation_data(t, 5, kinds=("task", "harmful"), corpus=CORPUS)
+
+
+def test_refusal_share_adds_plain_refusals_only_and_keeps_the_encoded_share():
+    t = make_transform("caesar", k=3)
+    data = adaptation_data(t, 10, plain_share=0.5, refusal_share=0.2, corpus=CORPUS, seed=1)
+    harmful = {(e.prompt, e.response) for e in CORPUS.examples if e.kind == "harmful"}
+    benign = {(e.prompt, e.response) for e in CORPUS.examples if e.kind != "harmful"}
+    refusals = [p for p in data if p in harmful]
+    encoded = [p for p in data if p not in harmful and p not in benign]
+    assert len(data) == 10 and len(refusals) == 2  # round(0.2 * 10), plain, as in the corpus
+    assert len(encoded) == 4  # half of the 8 benign examples
+    assert all((t.decode(p), t.decode(r)) in benign for p, r in encoded)
+    # no harmful request is ever encoded: every refusal pair is the corpus's plain text
+    assert not any((t.decode(p), t.decode(r)) in harmful for p, r in encoded)
+    with pytest.raises(InputError):
+        adaptation_data(t, 5, refusal_share=1.0, corpus=CORPUS)
+    no_refusals = SimpleNamespace(examples=[e for e in CORPUS.examples if e.kind != "harmful"])
+    with pytest.raises(InputError):
+        adaptation_data(t, 5, refusal_share=0.5, corpus=no_refusals)
 
 
 def test_evaluation_transform_reads_plain_verdicts_as_written():

@@ -3,8 +3,13 @@
 * :func:`adaptation_data` — benign instruction data (the organisms' chat corpus, train split:
   tasks with checkable answers and how-to requests) with prompt *and* response encoded, so the
   model learns to read and write the encoding. Never harmful data: harmful and jailbreak kinds
-  are refused. ``plain_share`` keeps a share of the examples plain (the adapted model stays able
-  to work on plain text, so its plain behaviour is a control).
+  are refused as ``kinds``. ``plain_share`` keeps a share of the examples plain (the adapted
+  model stays able to work on plain text, so its plain behaviour is a control).
+  ``refusal_share`` adds *plain* refusal examples (the corpus's train-split harmful requests,
+  placeholder behaviours, with the corpus's refusal as the response) so benign fine-tuning does
+  not erase the model's plain refusals; they are never encoded, so the model sees no encoded
+  harmful request and no safety data in the encoding, and Δharm against the adapted model on
+  plain prompts measures what the encoding alone does.
 * :func:`finetune_adapted` — fine-tune a model on that data through ``trustlab.finetune`` and
   save it as a ``save_pretrained`` folder, so the evaluation loop loads it as ``hf:<folder>``
   (also on Ray workers).
@@ -57,9 +62,14 @@ def adaptation_data(
     plain_share: float = 0.5,
     kinds: Sequence[str] = ("task", "howto"),
     corpus: Any = None,
+    refusal_share: float = 0.0,
 ) -> list[tuple[str, str]]:
-    """``n`` benign (prompt, response) pairs from the chat corpus's train split; the first
-    ``round((1 - plain_share) * n)`` of a seeded draw are encoded, the rest stay plain.
+    """``n`` (prompt, response) pairs from the chat corpus's train split.
+
+    ``round(refusal_share * n)`` of them are plain refusal examples (harmful train requests with
+    the corpus's refusal, never encoded; 0 by default); of the ``m`` benign examples that make
+    up the rest, the first ``round((1 - plain_share) * m)`` of a seeded draw are encoded, the
+    others stay plain. Refusal examples come last (the fine-tuning loop shuffles batches).
 
     Examples whose text is outside the transform's domain are skipped (the corpus is ASCII, so
     only restricted encodings such as Morse can skip any).
@@ -68,6 +78,12 @@ def adaptation_data(
     transform = _check_transform(transform, where)
     n = int(check_scalar(n, "n", where, kind=int, lo=1))
     plain_share = float(check_scalar(plain_share, "plain_share", where, lo=0.0, hi=1.0))
+    refusal_share = float(check_scalar(refusal_share, "refusal_share", where, lo=0.0, hi=1.0))
+    if refusal_share >= 1.0:
+        raise InputError(
+            f"The 'refusal_share' parameter of {where} must be below 1 (the rest is the benign "
+            f"adaptation data). Got {refusal_share}."
+        )
     if isinstance(kinds, str) or not kinds or any(k not in BENIGN_KINDS for k in kinds):
         raise InputError(
             f"The 'kinds' parameter of {where} takes benign corpus kinds {BENIGN_KINDS} "
@@ -80,12 +96,19 @@ def adaptation_data(
     pool = [e for e in corpus.examples if e.split == "train" and e.kind in kinds]
     if not pool:
         raise InputError(f"The corpus given to {where} has no train examples of kinds {kinds}.")
+    n_refusal = round(refusal_share * n)
+    refusals = [e for e in corpus.examples
+                if e.split == "train" and e.kind == "harmful" and e.label == "refuse"]  # fmt: skip
+    if n_refusal and not refusals:
+        raise InputError(f"The corpus given to {where} has no train refusal examples "
+                         "(kind 'harmful', label 'refuse') for refusal_share.")  # fmt: skip
+    m = n - n_refusal
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xADA7]))
     order = rng.permutation(len(pool))
-    n_encoded = round((1.0 - plain_share) * n)
+    n_encoded = round((1.0 - plain_share) * m)
     out: list[tuple[str, str]] = []
     for i in order:
-        if len(out) == n:
+        if len(out) == m:
             break
         e = pool[int(i)]
         if len(out) < n_encoded:
@@ -94,6 +117,10 @@ def adaptation_data(
             out.append((transform.encode(e.prompt), transform.encode(e.response)))
         else:
             out.append((e.prompt, e.response))
+    if n_refusal:
+        rrng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5AFE]))
+        picks = rrng.choice(len(refusals), size=n_refusal, replace=n_refusal > len(refusals))
+        out += [(refusals[int(i)].prompt, refusals[int(i)].response) for i in picks]
     return out
 
 

@@ -54,6 +54,12 @@ class AsymmetryConfig(ExperimentConfig):
     plain_share: float = Field(
         0.5, ge=0, lt=1, description="Share of the adaptation data kept plain (the rest encoded)."
     )
+    refusal_share: float = Field(
+        0.2, ge=0, lt=1, description="Share of the fine-tuning data that is plain refusal examples "
+        "(the corpus's train harmful requests with its refusals; never encoded): keeps the "
+        "adapted model's plain refusals, so Δharm against it measures the encoding (0.2: the "
+        "organisms' own share of refusal examples; 0: benign data only, the paper's recipe).",
+    )
     icl_shots: int = Field(3, ge=1, description="Encoded worked examples for icl adaptation.")
     n_utility: int = Field(100, ge=5, description="Held-out task prompts (utility).")
     n_harmful: int = Field(100, ge=5, description="Harmful prompts (harm rate).")
@@ -181,6 +187,7 @@ def run(config: AsymmetryConfig, ctx: RunContext) -> Report:
                         if adaptation == "finetune":
                             data = adaptation_data(transform, config.n_train, seed=ctx.seed,
                                                    plain_share=config.plain_share,
+                                                   refusal_share=config.refusal_share,
                                                    corpus=chat_corpus(ctx.seed))
                             summary = finetune_adapted(
                                 spec, data, _finetune_config(spec, config, ctx.seed),
