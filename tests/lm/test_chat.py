@@ -175,8 +175,9 @@ def test_http_timeout_is_a_clear_error_then_retry_recovers(fresh, tmp_path):
         _client(fresh, tmp_path, timeout=0.2, max_retries=0).generate(["hi"])
     # the reply is held until the next test starts: the client gave up at its own timeout
     assert time.monotonic() - start < 15.0 and not _cache_files(tmp_path)
-    fresh.plan.append("sleep")
-    assert _client(fresh, tmp_path, timeout=0.2, max_retries=1).generate(["hi"]) == [
+    fresh.plan.append("sleep")  # held: the first attempt times out, the retry gets its reply
+    # within 1 s (not 0.2: on a loaded machine the retry's own reply could take longer)
+    assert _client(fresh, tmp_path, timeout=1.0, max_retries=1).generate(["hi"]) == [
         "echo hi t=0.0 seed=0"
     ]
 
