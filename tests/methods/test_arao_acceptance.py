@@ -15,8 +15,11 @@ of CPU). Seed 0 runs the default five repair replicates (about 26 s of CPU), see
 On seed 0 (five replicates, paired Student-t intervals): axis-targeted repair beats no repair on
 the adaptively re-attacked held-out set with an interval above 0 and keeps the original-set
 ROC-AUC within the tolerance (non-inferiority). That it beats the *strongest* baseline is not
-asserted because it does not hold: measured -4.89 points (-8.24 to -1.54) against adversarial
-training with rewritten negatives (docs/methods/arao.md; issue 35 stays open on it).
+asserted because it does not hold on this detector: on the full corpus, seed 0, -4.05 points
+(-12.11 to +4.02) against adversarial training with rewritten negatives, and -6.26 against the
+opt-in adversarial-mixed ablation (docs/methods/arao.md, "Repair variants"; on TF-IDF-LR the
+axis repair is ahead of every baseline, +2.52 points, interval -0.15 to +5.19; issue 35 stays
+open on it).
 """
 
 from __future__ import annotations
