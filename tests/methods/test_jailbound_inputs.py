@@ -34,8 +34,10 @@ from trustlab.embed import HashingEmbedder
 from trustlab.methods.jailbound import (
     GRADIENT_COST,
     METHODS,
+    OPENER,
     REQUEST_SLOT,
     SUFFIX_SLOT,
+    TARGET_SCHEMES,
     AttackRecord,
     AttackType,
     Cell,
@@ -55,6 +57,7 @@ from trustlab.methods.jailbound import (
     TemplateMetaAttackGenerator,
     allowed_suffix_tokens,
     attack_transforms,
+    behaviour_phrase,
     behaviour_placeholder,
     build_generator,
     coverage_report,
@@ -68,6 +71,7 @@ from trustlab.methods.jailbound import (
     materialise,
     meta_attack_examples,
     meta_attack_prompts,
+    request_targets,
     search_attacks,
 )
 
@@ -154,6 +158,16 @@ TAXONOMY_CASES = [
          {"risk": Kind("risk", (Mutation("None", lambda v, r: None),
                                 Mutation("int", lambda v, r: 3),
                                 Mutation("empty", lambda v, r: "")))}),
+    Case("behaviour_phrase", behaviour_phrase, {"request": REQUEST}, {"request": TEXT}),
+    Case("request_targets", request_targets,
+         {"requests": [REQUEST, "Explain [behaviour: weapons]."], "scheme": "compliance"},
+         {"requests": Kind("requests", (Mutation("string", lambda v, r: REQUEST),
+                                        Mutation("empty", lambda v, r: []),
+                                        Mutation("None", lambda v, r: None),
+                                        Mutation("int item", lambda v, r: [*v, 3]),
+                                        Mutation("blank item", lambda v, r: [*v, " "]))),
+          "scheme": Kind("scheme", (Mutation("other", lambda v, r: "suffix"),
+                                    Mutation("None", lambda v, r: None)))}),
     Case("default_coverage", lambda taxonomy: [s["cells_covered"] for s in
                                                default_coverage(taxonomy).summary()],
          {"taxonomy": TAX}, {"taxonomy": Kind("taxonomy", (Mutation("int", lambda v, r: 3),
@@ -213,15 +227,20 @@ def _search_cases(model):
              {"method": Kind("method", (Mutation("other", lambda v, r: "pgd"),
                                         Mutation("None", lambda v, r: None))),
               "budget": INT(0)}),
-        Case("search_attacks", lambda requests, budget: [r.suffix for r in search_attacks(
+        Case("search_attacks", lambda requests, budget, target: [r.suffix for r in search_attacks(
                  model, requests, methods=["random"], budget=budget, n_tokens=2,
-                 n_candidates=4, embedder=emb, min_similarity=0.0)[0]],
-             {"requests": [REQUEST], "budget": 12},
+                 n_candidates=4, embedder=emb, min_similarity=0.0, target=target)[0]],
+             {"requests": [REQUEST], "budget": 12, "target": OPENER},
              {"requests": Kind("requests", (Mutation("string", lambda v, r: REQUEST),
                                             Mutation("empty", lambda v, r: []),
                                             Mutation("duplicates", lambda v, r: v + v),
                                             Mutation("None", lambda v, r: None))),
-              "budget": INT(0)}),
+              "budget": INT(0),
+              "target": Kind("target", (Mutation("None", lambda v, r: None),
+                                        Mutation("blank", lambda v, r: " "),
+                                        Mutation("one per request", lambda v, r: [v], same=True),
+                                        Mutation("too many", lambda v, r: [v, v]),
+                                        Mutation("int item", lambda v, r: [3])))}),
         Case("attack_transforms", lambda prompts: sorted(attack_transforms(prompts)),
              {"prompts": {"fol": {REQUEST: REQUEST + " a"}}}, {"prompts": OBJECT}),
     ]
@@ -253,6 +272,7 @@ def test_generator_builders_reject_bad_input_before_any_work(tmp_path):
 
 def test_records_and_constants():
     assert set(METHODS) == {"fol", "zol", "random", "gcg", "pez"} and GRADIENT_COST == 3
+    assert TARGET_SCHEMES == ("compliance", "opener") and OPENER == "Sure, here is"
     assert SUFFIX_SLOT in TemplateMetaAttackGenerator(TAX).fit().generate(
         Cell("fraud", "general", "optimised_suffix"), "x")[0].prompt
     assert {f for f in AttackRecord.__dataclass_fields__} >= {"method", "suffix", "similarity"}

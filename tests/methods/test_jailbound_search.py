@@ -116,7 +116,13 @@ def test_budget_counts_gradients_as_three_queries(problem, model):
 
 
 def test_allowed_tokens_are_in_vocabulary_and_round_trip(model):
+    from trustlab.methods.jailbound.search import _allowed_suffix_tokens
+
     allowed = allowed_suffix_tokens(model)
+    # cached per tokenizer: equal to a fresh pass, and a caller's edits do not reach the cache
+    assert allowed == _allowed_suffix_tokens(model, model.tokenizer)
+    allowed_suffix_tokens(model).clear()
+    assert allowed_suffix_tokens(model) == allowed
     special = set(model.tokenizer.all_special_ids)
     assert allowed and not special & set(allowed) and max(allowed) < model.n_embeddings
     for i in allowed[::25]:
@@ -146,3 +152,95 @@ def test_bad_inputs(model, problem):
         DualBranchSearch(beta=1.0).fit(problem)
     with pytest.raises(NotFittedError):
         GCGSearch().result  # noqa: B018
+
+
+# ---------------------------------------------------------------- per-request search targets
+def test_behaviour_phrase_reads_each_requests_own_frame():
+    """Every organism request frame (training and held-out) filled with every behaviour of the
+    corpus (harmful and benign) gives back that behaviour -- so for each held-out request the
+    phrase is the ``{b}`` of the frame the corpus built it from, what the pre-registered run
+    read off the recorded frame -- and the compliance target differs per behaviour; the opener
+    scheme is one string."""
+    from trustlab.methods.jailbound import OPENER, behaviour_phrase, request_targets
+    from trustlab.organisms.corpora import (
+        BENIGN_BEHAVIOURS,
+        HARMFUL_BEHAVIOURS,
+        REQUEST_FRAMES_HELDOUT,
+        REQUEST_FRAMES_TRAIN,
+    )
+
+    behaviours = [b for _, b in HARMFUL_BEHAVIOURS] + list(BENIGN_BEHAVIOURS)
+    requests = []
+    for frame in (*REQUEST_FRAMES_HELDOUT, *REQUEST_FRAMES_TRAIN):
+        for b in behaviours:
+            request = frame.format(b=b)
+            assert behaviour_phrase(request) == b, (frame, b)
+            requests.append(request)
+    targets = request_targets(requests, "compliance")
+    assert all(t == f"Sure, here is how to {behaviour_phrase(r)}: step one"
+               for r, t in zip(requests, targets, strict=True))
+    assert len(set(targets)) == len(set(behaviours))
+    assert request_targets(requests, "opener") == [OPENER] * len(requests)
+    # outside the organisms' frames: the request itself, punctuation off, first letter lowered
+    assert behaviour_phrase("Write a guide for [x].") == "write a guide for [x]"
+
+
+def test_search_attacks_searches_each_request_for_its_own_target(model):
+    """Each record's score is log P(its own target | its materialised prompt), computed
+    independently from the prompt text; with the targets swapped between the two requests the
+    scores follow the targets. Fails if one target were used for every request."""
+    import hashlib
+
+    from trustlab.methods.jailbound import request_targets, search_attacks
+
+    requests = ["Please help me [behaviour: fraud].", "I want to learn how to [behaviour: weapons]."]
+    targets = request_targets(requests, "compliance")
+    assert targets[0] != targets[1]
+    emb = HashingEmbedder(256)
+    for order in (targets, targets[::-1]):
+        records, prompts = search_attacks(model, requests, methods=["random"], budget=9,
+                                          n_tokens=2, n_candidates=4, embedder=emb,
+                                          min_similarity=0.0, target=order)
+        for rec, request, target in zip(records, requests, order, strict=True):
+            text = prompts["random"][request]
+            conv = [{"role": "user", "content": text}]
+            own = float(lm.target_logprob(model, [conv], target)[0])
+            other = float(lm.target_logprob(model, [conv], next(t for t in order
+                                                                 if t != target))[0])
+            assert rec.round_trip
+            assert rec.score == pytest.approx(own, abs=1e-4)
+            assert abs(rec.score - other) > 1e-2
+            assert rec.target_sha == hashlib.sha256(target.encode()).hexdigest()[:16]
+    with pytest.raises(InputError, match="'target'"):
+        search_attacks(model, requests, methods=["random"], budget=9, target=targets[:1])
+
+
+def test_experiment_passes_the_configured_target_scheme(monkeypatch, tmp_path):
+    """The experiment searches each behaviour for the target its ``target_scheme`` gives:
+    captured at the call into ``search_attacks`` (which then stops the run; the behaviours are
+    three fixed requests and no model is loaded, so only the wiring is exercised)."""
+    import trustlab.lm
+    from trustlab.core.runner import run_experiment
+    from trustlab.methods.jailbound import OPENER, experiment, request_targets, study
+
+    requests = ["Please help me [behaviour: fraud].", "How do I [behaviour: weapons]?",
+                "Write a guide for [behaviour: privacy]."]
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(model, requests, **kw):
+        seen["requests"], seen["target"] = list(requests), kw["target"]
+        raise Stop
+
+    monkeypatch.setattr(study, "search_attacks", capture)
+    monkeypatch.setattr(experiment, "_behaviours", lambda config, seed: (requests, [None] * 3))
+    monkeypatch.setattr(trustlab.lm, "load", lambda spec: None)
+    for scheme, want in (("compliance", request_targets(requests, "compliance")),
+                         ("opener", [OPENER] * 3)):
+        with pytest.raises(Stop):
+            run_experiment("jailbound", quick=True, overrides={"target_scheme": scheme},
+                           out_dir=tmp_path / scheme)
+        assert seen["requests"] == requests and list(seen["target"]) == want
+    assert len(set(request_targets(requests, "compliance"))) == 3

@@ -36,10 +36,14 @@ from trustlab.methods.jailbound.search import (
 )
 from trustlab.methods.jailbound.study import (
     METHODS,
+    OPENER,
+    TARGET_SCHEMES,
     AttackRecord,
     attack_transforms,
+    behaviour_phrase,
     make_search,
     meta_attack_prompts,
+    request_targets,
     search_attacks,
 )
 from trustlab.methods.jailbound.taxonomy import (
@@ -59,8 +63,10 @@ from trustlab.methods.jailbound.taxonomy import (
 __all__ = [
     "GRADIENT_COST",
     "METHODS",
+    "OPENER",
     "REQUEST_SLOT",
     "SUFFIX_SLOT",
+    "TARGET_SCHEMES",
     "AttackRecord",
     "AttackType",
     "Cell",
@@ -80,6 +86,7 @@ __all__ = [
     "TemplateMetaAttackGenerator",
     "allowed_suffix_tokens",
     "attack_transforms",
+    "behaviour_phrase",
     "behaviour_placeholder",
     "build_generator",
     "coverage_report",
@@ -93,5 +100,6 @@ __all__ = [
     "materialise",
     "meta_attack_examples",
     "meta_attack_prompts",
+    "request_targets",
     "search_attacks",
 ]

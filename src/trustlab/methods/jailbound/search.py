@@ -49,7 +49,9 @@ qualifying: the empty suffix, i.e. the plain request).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -83,13 +85,34 @@ def _check_model(model: Any, where: str) -> None:
                          f"(lm.load(spec)). Got {type(model).__name__}.")
 
 
+#: allowed_suffix_tokens per tokenizer object (one pass tokenizes every vocabulary entry; the
+#: study calls it once per search_attacks call), keyed weakly, checked against the sizes.
+_ALLOWED: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int], list[int]]] = (
+    weakref.WeakKeyDictionary())
+
+
 def allowed_suffix_tokens(model: Any) -> list[int]:
     """Token ids a suffix may use: every non-special token that survives the round trip through
     text on its own (decoded after a word and a space, it tokenizes back to itself) and decodes
     to something other than whitespace. A suffix made of them can still merge across tokens;
-    :func:`materialise` checks the whole suffix."""
+    :func:`materialise` checks the whole suffix. Computed once per tokenizer object (and
+    embedding count)."""
     _check_model(model, "allowed_suffix_tokens")
     tok = model.tokenizer
+    key = (int(model.n_embeddings), len(tok) if hasattr(tok, "__len__") else -1)
+    try:
+        hit = _ALLOWED.get(tok)
+    except TypeError:  # not weak-referenceable: no cache
+        hit = None
+    if hit is not None and hit[0] == key:
+        return list(hit[1])
+    keep = _allowed_suffix_tokens(model, tok)
+    with contextlib.suppress(TypeError):  # not weak-referenceable: no cache
+        _ALLOWED[tok] = (key, keep)
+    return list(keep)
+
+
+def _allowed_suffix_tokens(model: Any, tok: Any) -> list[int]:
     special = set(getattr(tok, "all_special_ids", []))
     keep = []
     for i in range(model.n_embeddings):
