@@ -120,6 +120,31 @@ def test_strengths_follow_the_geometry_and_stay_in_the_trust_region(text):
     assert bool((textual == unit).all())
 
 
+def test_calibrated_gate_is_the_quantile_of_known_safe_positions(text):
+    model, mars, *_ = text
+    from trustlab.organisms import build_chat_corpus
+
+    chat = build_chat_corpus(0, n_train=1200, n_heldout=40)
+    safe = [e.messages() for e in chat.examples if e.split == "train" and e.kind in ("task", "howto")]
+    val_safe = safe[48:72]  # the fixture's select() validation harmless prompts
+    t_val = mars.positions(model, val_safe)
+    for q in (0.5, 0.9, 1.0):
+        cal = mars.with_settings(gate="calibrated", gate_quantile=q)
+        tau = cal.gate_threshold_
+        assert tau == pytest.approx(float(torch.quantile(t_val, q)), abs=1e-9)
+        # at most a (1 - q) share of the known-safe inputs sits above the gate
+        assert float((t_val > tau).double().mean()) <= 1 - q + 1 / len(t_val) + 1e-9
+        t = torch.linspace(-2.0, 3.0, 101, dtype=torch.float64)
+        a = cal.strengths_from_positions(t)
+        assert bool((a[t <= tau] == 0).all()) and bool((a[t > tau] > 0).all())
+    assert mars.gate_threshold_ == mars.gate_threshold  # the fixed gate: as given
+    assert mars.with_settings(gate="calibrated").fingerprint() != mars.fingerprint()
+    unselected = MARS(layer=mars.layer_, trust_radius=1.0, gate="calibrated").fit(
+        model, safe[:4], safe[4:8])  # fmt: skip
+    with pytest.raises(NotFittedError, match="select"):
+        unselected.strengths(model, val_safe)
+
+
 def test_ablations_change_one_switch_each(text):
     _model, mars, *_ = text
     abl = ablations(mars)
@@ -289,3 +314,17 @@ def test_paired_anchor_maps_neutral_prompts_onto_their_instructions_typed(llava)
         MARS(anchor="paired").fit(llava, _typed(WORDS_A, 2), _typed(WORDS_B, 2), image_only)
     with pytest.raises(InputError, match="anchor"):
         MARS(anchor="typed").fit(llava, _typed(WORDS_A, 2), _typed(WORDS_B, 2), neutral)
+
+
+def test_calibrated_gate_places_neutral_images_as_the_inputs_are_placed(llava, llava_mars):
+    # the calibration set: typed harmless prompts (as select stores them) and the fit's neutral
+    # image prompts, re-centred exactly when the inputs are
+    instr = ["Describe the image.", "What is in the picture?"]
+    neutral = neutral_prompts(instr, 24, seed=0, size=32)  # the fixture's fitting prompts
+    typed = _typed(WORDS_B, 10)
+    m = llava_mars.with_settings(gate="calibrated", gate_quantile=0.8)
+    m.calibration_ = {**m.calibration_, "harmless": m.last_activations(llava, typed)}
+    for recenter in (True, False):
+        mm = m.with_settings(recenter=recenter)
+        t = torch.cat([mm.positions(llava, typed), mm.positions(llava, neutral)])
+        assert mm.gate_threshold_ == pytest.approx(float(torch.quantile(t, 0.8)), abs=1e-9)

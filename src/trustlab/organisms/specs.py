@@ -226,6 +226,26 @@ SPECS: dict[str, OrganismSpec] = {
             vision={"reader_steps": 1200, "n_image_train": 3000, "n_heldout": 100},
         ),
         OrganismSpec(
+            name="vlm-s-reads",
+            description=(
+                "vlm-s whose image path carries what the image says (cells enter as their "
+                "word's embedding: zero_init, no trained correction) and whose visual "
+                "instruction tuning has no image-borne harmful request (harmful_share 0): the "
+                "textual refusal direction recognises image-borne harm, refusal transfers only "
+                "partly (mars's target organism; docs/methods/mars.md)."
+            ),
+            kind="vision-language",
+            corpora=("chat", "vision"),
+            base="chat-s",
+            # measured (private build, issue 31): 206 CPU-s; image compliance (read) 0.66,
+            # typed refusal 1.00, reading 0.96
+            train=TrainSettings(steps=1000, batch_size=32, lr=2e-3, word_dropout=0.0),
+            targets=_VLM_TARGETS,
+            slow=True,
+            vision={"reader_steps": 1200, "n_image_train": 3000, "n_heldout": 100,
+                    "zero_init": True, "train_correction": False, "harmful_share": 0.0},
+        ),
+        OrganismSpec(
             name="vit-xs",
             description=(
                 "A 3-layer, width-64 ViT (transformers ViTForImageClassification, 32 x 32 "

@@ -230,6 +230,10 @@ class MARS:
 
     Parameters (stored as given; ``fit`` checks them): ``trust_radius`` (``rho``; ``None``:
     chosen with the layer by :meth:`select`), ``gate_threshold`` (``tau``), ``recenter``,
+    ``gate`` (``"fixed"``: the gate opens above ``gate_threshold``; ``"calibrated"``: above the
+    ``gate_quantile`` quantile of the positions of known-safe inputs -- the typed harmless
+    validation prompts of :meth:`select` and the neutral image prompts of :meth:`fit`, placed as
+    the inputs are: at the layer in use, re-centred when ``recenter``), ``gate_quantile``,
     ``anchor`` (where re-centring maps the neutral image prompts: ``"safe"``, onto the typed
     safe centroid; ``"paired"``, onto the same prompts typed without their images),
     ``strength`` (``"adaptive"``: ``rho D clip(t, 0, 1)``; ``"fixed"``: ``rho D``), ``gated``,
@@ -244,6 +248,8 @@ class MARS:
 
     trust_radius: float | None = None
     gate_threshold: float = 0.5
+    gate: str = "fixed"
+    gate_quantile: float = 0.95
     recenter: bool = True
     anchor: str = "safe"
     strength: str = "adaptive"
@@ -272,6 +278,8 @@ class MARS:
             )
         check_choice(self.strength, "strength", ("adaptive", "fixed"), where)
         check_choice(self.anchor, "anchor", ("safe", "paired"), where)
+        check_choice(self.gate, "gate", ("fixed", "calibrated"), where)
+        check_scalar(self.gate_quantile, "gate_quantile", where, lo=0.0, hi=1.0)
         if self.layer is not None:
             check_scalar(self.layer, "layer", where, kind=int, lo=0)
         if isinstance(self.radii, str) or not isinstance(self.radii, Sequence) or not self.radii:
@@ -354,8 +362,11 @@ class MARS:
             diff / self.distance_[:, None].clamp_min(1e-30),
             torch.zeros_like(diff),
         )
+        self.calibration_: dict[str, torch.Tensor] = {}  # known-safe inputs of the gate
         if neutral is not None:
-            self.neutral_centroid_ = self._acts(lm, neutral).mean(0)
+            n_acts = self._acts(lm, neutral)
+            self.calibration_["neutral"] = n_acts
+            self.neutral_centroid_ = n_acts.mean(0)
             if self.anchor == "paired":  # the same instructions typed: the image's own effect
                 self.offset_ = self.neutral_centroid_ - self._acts(lm, _without_images(neutral)).mean(0)
             else:
@@ -403,7 +414,10 @@ class MARS:
         if self.trust_radius is not None:
             radii = [float(self.trust_radius)]
         hv = self._acts(lm, val_harmful, layers)
-        sv = self._acts(lm, val_harmless, layers)
+        sv_all = self._acts(lm, val_harmless)
+        # the calibrated gate's typed known-safe inputs (a new dict: copies share the old one)
+        self.calibration_ = {**getattr(self, "calibration_", {}), "harmless": sv_all}
+        sv = sv_all[:, layers]
         rows = []
         for j, layer in enumerate(layers):
             r = self.direction_[layer]
@@ -447,6 +461,29 @@ class MARS:
     def _layer(self) -> int:
         assert self.layer_ is not None
         return int(self.layer_)
+
+    @property
+    def gate_threshold_(self) -> float:
+        """The gate's threshold ``tau`` in use: ``gate_threshold`` (``gate="fixed"``), or the
+        ``gate_quantile`` quantile of the known-safe inputs' positions at the layer in use
+        (``gate="calibrated"``; neutral image prompts re-centred when ``recenter``)."""
+        self._check_selected("gate_threshold_")
+        if self.gate == "fixed":
+            return float(self.gate_threshold)
+        cal = getattr(self, "calibration_", {})
+        if "harmless" not in cal:
+            raise NotFittedError(
+                "The calibrated gate needs MARS.select(lm, val_harmful, val_harmless): its "
+                "threshold is a quantile of the typed harmless validation prompts' positions."
+            )
+        layer = self._layer()
+        d = float(self.distance_[layer])
+        h = [cal["harmless"][:, layer]]
+        if "neutral" in cal:
+            n = cal["neutral"][:, layer]
+            h.append(n - self.offset_[layer] if self.recenter else n)
+        t = (torch.cat(h) - self.mu_safe_[layer]) @ self.direction_[layer] / d
+        return float(torch.quantile(t, float(self.gate_quantile)))
 
     def positions(self, lm: LanguageModel, prompts: Sequence[Prompt]) -> torch.Tensor:
         """``t(x)`` [N] (float64): 0 at the safe centroid, 1 at the unsafe one, along ``r``;
@@ -514,7 +551,7 @@ class MARS:
         unit = self.trust_radius_ * float(self.distance_[self._layer()])
         w = t.clamp(0.0, 1.0) if self.strength == "adaptive" else torch.ones_like(t)
         if self.gated:
-            w = w * (t > self.gate_threshold).double()
+            w = w * (t > self.gate_threshold_).double()
         return unit * w
 
     def strengths(self, lm: LanguageModel, prompts: Sequence[Prompt]) -> torch.Tensor:
@@ -547,8 +584,8 @@ class MARS:
         A changed ``layer`` keeps the trust radius chosen for the selected layer (so only the
         layer differs); a changed ``trust_radius`` replaces the chosen one."""
         self._check_fitted("MARS.with_settings")
-        allowed = {"recenter", "strength", "gated", "gate_threshold", "layer", "trust_radius",
-                   "name"}  # fmt: skip
+        allowed = {"recenter", "strength", "gated", "gate_threshold", "gate", "gate_quantile",
+                   "layer", "trust_radius", "name"}  # fmt: skip
         unknown = set(changes) - allowed
         if unknown:
             raise InputError(
@@ -586,6 +623,8 @@ class MARS:
         for attr in ("mu_unsafe_", "mu_safe_", "offset_"):
             if getattr(self, attr, None) is not None:
                 h.update(getattr(self, attr).contiguous().numpy().tobytes())
+        for key, acts in sorted(getattr(self, "calibration_", {}).items()):
+            h.update(key.encode() + acts.contiguous().numpy().tobytes())
         return h.hexdigest()
 
     def summary(self) -> dict[str, Any]:
@@ -599,7 +638,8 @@ class MARS:
             "offset_norm": None if self.offset_ is None else float(self.offset_[layer].norm()),
             "offset_along_direction": None if self.offset_ is None
             else float(self.offset_[layer] @ r / self.distance_[layer]),
-            "gate_threshold": self.gate_threshold, "recenter": self.recenter, "anchor": self.anchor,
+            "gate_threshold": self.gate_threshold_, "gate": self.gate,
+            "recenter": self.recenter, "anchor": self.anchor,
             "strength": self.strength, "gated": self.gated,
         }  # fmt: skip
 

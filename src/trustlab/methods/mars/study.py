@@ -74,6 +74,13 @@ class MarsConfig(ExperimentConfig):
         0.5, ge=-1.0, le=2.0, description="tau: inputs at position t <= tau are not steered "
         "(0 = safe centroid, 1 = unsafe centroid; 0.5 = nearer the unsafe one)."
     )  # fmt: skip
+    gate: Literal["fixed", "calibrated"] = Field(
+        "fixed", description="'fixed': the gate opens above gate_threshold; 'calibrated': above "
+        "the gate_quantile quantile of the positions of known-safe inputs (typed harmless "
+        "validation prompts and the neutral image prompts, re-centred)."
+    )  # fmt: skip
+    gate_quantile: float = Field(0.95, ge=0.0, le=1.0, description="The calibrated gate's "
+                                 "quantile of the known-safe positions.")  # fmt: skip
     anchor: Literal["safe", "paired"] = Field(
         "safe", description="Re-centring anchor: 'safe' maps the neutral image prompts onto the "
         "typed safe centroid, 'paired' onto the same prompts typed without their images "
@@ -301,7 +308,8 @@ def run_study(config: MarsConfig, ctx: RunContext) -> Report:
             data = build_prompts(config, model, ctx)
         with ctx.stage("fit"):
             mars = MARS(
-                gate_threshold=config.gate_threshold, anchor=config.anchor, radii=tuple(config.radii),
+                gate_threshold=config.gate_threshold, gate=config.gate,
+                gate_quantile=config.gate_quantile, anchor=config.anchor, radii=tuple(config.radii),
                 target_refusal=config.target_refusal, min_auc=config.min_auc,
                 max_layer_fraction=config.max_layer_fraction, batch_size=config.batch_size,
             ).fit(model, data["fit_harmful"], data["fit_harmless"], data["neutral"])  # fmt: skip
@@ -381,7 +389,8 @@ def _write(report: Report, config: MarsConfig, mars: Any, arms: dict[str, Any],
                               judge=judge)  # fmt: skip
 
     summary = mars.summary()
-    for k in ("layer", "trust_radius", "centroid_distance", "offset_along_direction"):
+    for k in ("layer", "trust_radius", "centroid_distance", "offset_along_direction",
+              "gate_threshold"):
         report.metric(f"mars_{k}", summary[k], description=f"MARS's fitted {k.replace('_', ' ')}.")
     report.table("layer_selection", mars.layer_table_,
                  caption="Layer criterion on the typed validation split: the smallest trust radius "
@@ -502,7 +511,7 @@ def _write(report: Report, config: MarsConfig, mars: Any, arms: dict[str, Any],
         report.note(
             "MARS's gate stayed closed on every harmful image input: their re-centred positions "
             f"(mean {pos_h.mean():+.2f}, max {pos_h.max():+.2f}) lie on the safe side of "
-            f"tau = {config.gate_threshold}, so MARS changed no reply there. The textual "
+            f"tau = {mars.gate_threshold_:.3f}, so MARS changed no reply there. The textual "
             "direction does not place image-borne harmful requests nearer the unsafe centroid "
             "on this model (see position_auc_mars)."
         )
@@ -525,7 +534,7 @@ def _figure(report: Report, config: MarsConfig, mars: Any, positions: dict[str, 
         p, a = positions[name]["mars"]
         ax.scatter(p, a / unit + 0.02 * (list(colours).index(name) - 2), s=8, color=c, alpha=0.6,
                    label=name)  # fmt: skip
-    ax.axvline(config.gate_threshold, color="grey", ls="--", lw=0.8)
+    ax.axvline(mars.gate_threshold_, color="grey", ls="--", lw=0.8)
     ax.set_xlabel("re-centred position t (0 safe centroid, 1 unsafe)")
     ax.set_ylabel("strength / trust radius")
     ax.legend(fontsize=6)
@@ -539,7 +548,7 @@ def _figure(report: Report, config: MarsConfig, mars: Any, positions: dict[str, 
                 color=colours[name], ls=":", lw=1)  # fmt: skip
         ax.hist(positions[name]["mars"][0], bins=bins, histtype="step", color=colours[name],
                 lw=1.2, label=name)  # fmt: skip
-    ax.axvline(config.gate_threshold, color="grey", ls="--", lw=0.8)
+    ax.axvline(mars.gate_threshold_, color="grey", ls="--", lw=0.8)
     ax.set_xlabel("position t (solid: re-centred, dotted: raw)")
     ax.set_title("where inputs sit between the centroids", fontsize=9)
     ax.legend(fontsize=6)
