@@ -28,7 +28,10 @@ def study(organism_home, chat_xs, tmp_path_factory):
     from trustlab.organisms import build
 
     build("vlm-xs", home=organism_home)
-    config = MarsConfig(model="organism:vlm-xs", n_eval=100, n_typed=10, max_new_tokens=12)
+    # the fixed gate at 0.5 and the safe anchor: the settings these assertions were measured with
+    # (the study's defaults moved to the calibrated gate and the paired anchor for vlm-s-reads)
+    config = MarsConfig(model="organism:vlm-xs", n_eval=100, n_typed=10, max_new_tokens=12,
+                        anchor="safe", gate="fixed", gate_threshold=0.5)
     ctx = RunContext("mars", seed=0, out_dir=tmp_path_factory.mktemp("mars_acc"), quiet=True)
     with torch_runtime(1):
         report = run_study(config, ctx)
