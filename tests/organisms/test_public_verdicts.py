@@ -77,3 +77,18 @@ def test_the_operating_point_rule_gives_the_documented_choice_and_table():
         row, label = table[g], "0.25" if g == 0.25 else f"{g:.1f}"
         line = f"| {label} | {row['safe']:.2f} | {row['unsafe']:.2f} | {row['hb']:.2f} |"
         assert line in section, line
+
+
+def test_the_documented_trade_off_point_is_these_verdicts():
+    """The measured `b = 2.0` point: its rates and paired changes against `b = 0` are what the
+    page says, and the bias only removed refusals (no prompt refused that was answered)."""
+    point, base = BUILDS["contrasts_bias"], BUILDS["contrasts"]["report"]
+    assert point["bias"] == 2.0
+    section = DOCS[DOCS.index("**The trade-off point, measured**") :]
+    for name, rows in point["report"].items():
+        after = [bool(r[1]) for r in rows]
+        before = [bool(r[1]) for r in base[name]]
+        assert not any(a and not b for a, b in zip(after, before, strict=True)), name
+        d = paired_difference(after, before)
+        assert _ci(after) in section, name
+        assert f"{_signed(d.estimate)} [{_signed(d.lower)}, {_signed(d.upper)}]" in section, name
