@@ -92,3 +92,17 @@ def test_the_documented_trade_off_point_is_these_verdicts():
         d = paired_difference(after, before)
         assert _ci(after) in section, name
         assert f"{_signed(d.estimate)} [{_signed(d.lower)}, {_signed(d.upper)}]" in section, name
+
+
+def test_the_margin_predicts_the_biased_verdicts_on_the_calibration_lists():
+    """At b = 2.0 every prompt predicted refused (refused at b = 0 with margin > b) is refused,
+    nothing answered at b = 0 is refused, and the prediction misses at most one late refusal
+    per list (a reply that refuses after a non-opener first token)."""
+    base, point = BUILDS["contrasts"]["calibration"], BUILDS["contrasts_bias"]["calibration"]
+    b = BUILDS["contrasts_bias"]["bias"]
+    for name, rows in base.items():
+        predicted = [bool(r[1]) and r[3] > b for r in rows]
+        measured = [bool(r[1]) for r in point[name]]
+        assert all(m for p, m in zip(predicted, measured, strict=True) if p), name
+        assert not any(m and not r[1] for m, r in zip(measured, rows, strict=True)), name
+        assert sum(measured) - sum(predicted) <= 1, name
