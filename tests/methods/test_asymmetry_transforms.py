@@ -39,7 +39,7 @@ def build(name: str) -> Transform:
 
 
 ALL = sorted(TRANSFORMS)
-FAST = settings(max_examples=25, deadline=None)
+FAST = settings(max_examples=20, deadline=None)
 
 #: Domain alphabets of the transforms that declare a restricted one.
 MORSE_ALPHABET = "".join(MORSE) + string.ascii_uppercase + " "

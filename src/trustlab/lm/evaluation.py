@@ -774,6 +774,11 @@ def _generate_group(
         jitems = [JudgeItem(ps.instruction(i), "", ps.reference(i), ps.item_meta(i))
                   for i in range(len(ps))]  # fmt: skip
         rule, rule_key = _stop_rule(applicable, jitems) if early else (None, "none")
+        if rule is not None and transform is not None:
+            # the judges see decoded replies, so the stop rule must too (a raw encoded prefix
+            # such as ROT13's "Fher" is never a prefix of the reference "Sure: ...")
+            rule = (lambda r, dec: lambda i, text: r(i, dec(text)))(rule, transform.decode)
+            rule_key = f"{rule_key}|decoded"
         for i in range(len(ps)):
             convs.append(_encode_conversation(transform, _as_conv(ps.prompts[i])))
             owners.append((s_idx, i))
