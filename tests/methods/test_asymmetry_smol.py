@@ -2,9 +2,10 @@
 character-level transform (leetspeak) on a model that reads any text, adapted by LoRA
 fine-tuning on encoded benign data and by in-context examples. Slow (883 CPU-s measured:
 100 LoRA steps at about 2.4 CPU-s, then 40 + 40 + 20 prompts in five cells); skips when
-smol-chat is not built in TRUSTLAB_HOME. The measured run failed the gate with both adaptations
-(transformed utility 0.00 against 0.625 plain): the test asserts that the protocol is reported
-for the in-scope character-level pairing, not that the gate passes.
+smol-chat is not built in TRUSTLAB_HOME. Session 42's measured run (transformed utility 0.00)
+was judged with the early-stop bug of docs/methods/asymmetry.md and is withdrawn; the test
+asserts that the protocol is reported for the in-scope character-level pairing, not that the
+gate passes.
 """
 
 from __future__ import annotations
