@@ -56,9 +56,13 @@ run: setup
 # serially). --dist loadscope keeps each module on one worker, so a module-scoped fixture (a
 # contract test's quick CLI run, the Ray cluster, the browser) runs once, as serially; organisms
 # are built once under the build lock. Measured on a quiet clean clone: 529 s on two workers.
+# The acceptance session runs on the same XDIST workers (--by-cost: modules that build a shared
+# organism first, then the longest first; tests/xdist_schedule.py) and collects only the test
+# files that mention the marker (a marker is applied in its test file), not all 14k items.
 FAST_MARK := not slow and not acceptance
 XDIST ?= 2
 xdist = $(if $(XDIST),-n $(XDIST) --dist loadscope,)
+ACCEPTANCE_FILES = $(shell grep -rlis --include='test_*.py' acceptance tests | sort)
 TEST_LIMIT_S ?=
 ACCEPTANCE_LIMIT_S ?=
 limit = $(if $(1),timeout --foreground $(1),)
@@ -72,7 +76,8 @@ test: setup browser
 	$(call limit,$(TEST_LIMIT_S)) $(BIN)/python -m pytest -m "$(FAST_MARK)" $(xdist) --durations=30 || { rc=$$?; \
 	  if [ $$rc -eq 124 ]; then echo "error: the default suite exceeded $(TEST_LIMIT_S) s"; fi; \
 	  status=$$rc; }; \
-	$(call limit,$(ACCEPTANCE_LIMIT_S)) $(BIN)/python -m pytest -m acceptance --durations=0 || { rc=$$?; \
+	$(call limit,$(ACCEPTANCE_LIMIT_S)) $(BIN)/python -m pytest -m acceptance $(xdist) \
+	  $(if $(XDIST),--by-cost,) --durations=0 $(ACCEPTANCE_FILES) || { rc=$$?; \
 	  if [ $$rc -eq 124 ]; then echo "error: the acceptance tests exceeded $(ACCEPTANCE_LIMIT_S) s"; fi; \
 	  if [ $$rc -eq 5 ]; then echo "note: no acceptance tests collected"; else status=$$rc; fi; }; \
 	exit $$status
@@ -82,7 +87,7 @@ test-fast: setup browser
 	$(BIN)/python -m pytest -m "$(FAST_MARK)" $(xdist)
 
 test-acceptance: setup
-	$(BIN)/python -m pytest -m acceptance
+	$(BIN)/python -m pytest -m acceptance $(xdist) $(if $(XDIST),--by-cost,) $(ACCEPTANCE_FILES)
 
 test-all: setup browser
 	$(BIN)/python -m pytest -m ""

@@ -33,6 +33,13 @@ hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "trustlab"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = core_paths.shared_data_dir()
 
+# pytest-xdist workers share the machine's cores: torch threads per worker = cores // workers
+# (set before any test imports torch; an explicit OMP_NUM_THREADS wins), so two workers on CI's
+# two cores do not run four busy-waiting OpenMP threads. Inherited by the tests' subprocesses.
+_XDIST_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+if _XDIST_WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _XDIST_WORKERS)))
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
