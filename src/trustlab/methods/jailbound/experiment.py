@@ -34,7 +34,7 @@ class JailboundConfig(ExperimentConfig):
     target: str = Field("organism:chat-s", min_length=1, description="White-box model the "
                         "searches run on (organism:<name> or hf:/path).")  # fmt: skip
     transfer_targets: list[str] = Field(
-        ["organism:chat-xs", "organism:smol-chat"],
+        ["organism:chat-xs", "organism:chat-m", "organism:chat-l", "organism:smol-chat"],
         description="Models the materialised prompts are replayed on (organism:, hf:, openai:).",
     )
     behaviours: str = Field("organism:harmful", min_length=1, description="Prompt-set spec of "
