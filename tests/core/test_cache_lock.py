@@ -87,3 +87,21 @@ def test_two_processes_building_one_entry_build_it_once(tmp_path):
         process.join(timeout=30)
         assert process.exitcode == 0
     assert len(Path(log).read_text().split()) == 1 and Path(target).is_dir()
+
+
+@given(name=NAMES)
+def test_an_explicit_lock_file_is_the_one_held(tmp_path_factory, name):
+    home = tmp_path_factory.mktemp("home")
+    target, lock_file = home / "organisms" / name, home / ".locks" / f"organism-{name}.lock"
+    with cache_lock(target, lock=lock_file):
+        assert _held(lock_file)
+        assert not (home / "organisms" / ".locks").exists()  # not the default place
+    assert not _held(lock_file)
+
+
+@pytest.mark.parametrize("bad", ["", 3, Path("."), Path("a/.."), ["a"]])
+def test_a_malformed_lock_is_a_one_line_input_error(tmp_path, bad):
+    with pytest.raises(InputError, match="'lock' parameter of cache_lock") as info, \
+            cache_lock(tmp_path / "entry", lock=bad):
+        pass
+    assert "\n" not in str(info.value)

@@ -123,9 +123,9 @@ def test_two_processes_building_one_organism_train_it_once(tmp_path, monkeypatch
                 waiting.touch()
 
     def child(queue, watch):
-        if watch:
-            logging.getLogger(registry.__name__).addHandler(Waiting())
-            logging.getLogger(registry.__name__).setLevel(logging.INFO)
+        if watch:  # the wait is logged by the cache lock the registry holds
+            logging.getLogger("trustlab.core.paths").addHandler(Waiting())
+            logging.getLogger("trustlab.core.paths").setLevel(logging.INFO)
         queue.put(str(registry.build("chat-xs", home=home)))
 
     def wait_for(path):

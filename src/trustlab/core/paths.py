@@ -34,7 +34,8 @@ def shared_data_dir(*parts: str) -> Path:
 
 
 @contextlib.contextmanager
-def cache_lock(target: str | os.PathLike[str]) -> Iterator[Path]:
+def cache_lock(target: str | os.PathLike[str], *,
+               lock: str | os.PathLike[str] | None = None) -> Iterator[Path]:
     """Hold the cross-process lock of the cache entry ``target`` while building it.
 
     Processes sharing one ``$TRUSTLAB_HOME`` (two pytest-xdist workers, two users' runs) build an
@@ -45,8 +46,9 @@ def cache_lock(target: str | os.PathLike[str]) -> Iterator[Path]:
             if not (target / "card.json").is_file():
                 build_into(target)   # atomically: temporary sibling, then os.replace
 
-    The lock file is ``<target's folder>/.locks/<target's name>.lock`` and holds no state; it
-    stays after release (deleting it would let a third process lock a different file). Do not
+    The lock file is ``<target's folder>/.locks/<target's name>.lock`` unless ``lock`` names
+    another file (the organism registry keeps its locks in ``<home>/.locks``, outside the folder
+    of built organisms); it holds no state and stays after release (deleting it would let a third process lock a different file). Do not
     nest two blocks for the same target: the inner one would wait for the outer forever.
     Yields ``target`` as a Path.
     """
@@ -56,16 +58,20 @@ def cache_lock(target: str | os.PathLike[str]) -> Iterator[Path]:
             or Path(target).name in ("", ".", ".."):
         raise InputError(f"The 'target' parameter of cache_lock must be a path naming a cache "
                          f"entry. Got {target!r:.80}.")
+    if lock is not None and (not isinstance(lock, str | os.PathLike) or not str(lock)
+                             or Path(lock).name in ("", ".", "..")):
+        raise InputError(f"The 'lock' parameter of cache_lock must be a path naming a lock file "
+                         f"or None. Got {lock!r:.80}.")
     path = Path(target)
-    locks = path.parent / ".locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(locks / f"{path.name}.lock")
+    lock_file = Path(lock) if lock is not None else path.parent / ".locks" / f"{path.name}.lock"
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    held = FileLock(lock_file)
     try:
-        lock.acquire(timeout=0)
+        held.acquire(timeout=0)
     except Timeout:
         log.info("waiting for another process building %s", path)
-        lock.acquire()
+        held.acquire()
     try:
         yield path
     finally:
-        lock.release()
+        held.release()

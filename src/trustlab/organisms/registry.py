@@ -25,7 +25,7 @@ from typing import Any
 
 from trustlab.core.errors import DataError, InputError
 from trustlab.core.io import write_json_atomic
-from trustlab.core.paths import trustlab_home
+from trustlab.core.paths import cache_lock, trustlab_home
 from trustlab.organisms.specs import SPECS, OrganismSpec, get_spec
 
 __all__ = [
@@ -102,7 +102,8 @@ def build(
     if is_built(name, home) and not force:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _build_lock(target):
+    # lock files live in <home>/.locks (not among the built organisms) and hold no state
+    with cache_lock(target, lock=target.parent.parent / ".locks" / f"organism-{target.name}.lock"):
         # another process may have finished this build while we waited for the lock
         if is_built(name, home) and not force:
             return target
@@ -157,26 +158,6 @@ def load(
 
 
 # ---------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _build_lock(target: Path) -> Iterator[None]:
-    """Hold the cross-process lock of the organism at ``target`` (waiting, with a log line, while
-    another process builds it). Lock files live in ``<home>/.locks`` and hold no state."""
-    from filelock import FileLock, Timeout
-
-    locks = target.parent.parent / ".locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(locks / f"organism-{target.name}.lock")
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        log.info("waiting for another process building organism %s", target.name)
-        lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def _targets_met(spec: OrganismSpec, metrics: dict[str, float]) -> dict[str, bool]:
