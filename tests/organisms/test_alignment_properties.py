@@ -29,6 +29,7 @@ TEXT = st.lists(WORDS, min_size=0, max_size=12).map(" ".join) | st.text(max_size
 
 
 @given(TEXT, TEXT)
+@settings(max_examples=50)  # halved (was 100) to offset the recorded-card test in test_public_eval
 def test_near_duplicate_is_reflexive_and_symmetric(a, b):
     assert near_duplicate(a, a)
     assert near_duplicate(a, b) == near_duplicate(b, a)

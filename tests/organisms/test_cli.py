@@ -1,4 +1,4 @@
-"""`trustlab organisms list|build` through typer's test runner."""
+"""`trustlab organisms list|build|evaluate-public` through typer's test runner."""
 
 from __future__ import annotations
 
@@ -39,3 +39,14 @@ def test_build_reports_the_card_and_unknown_names_exit_2(tmp_path, monkeypatch):
     result = runner.invoke(app, ["build", "nope"], env=env)
     assert result.exit_code == 2
     assert "Unknown organism 'nope'" in result.output
+
+
+def test_evaluate_public_bad_input_is_a_one_line_error(tmp_path):
+    env = {"TRUSTLAB_HOME": str(tmp_path)}
+    for args, message in (
+        (["evaluate-public", "nope"], "Unknown organism 'nope'"),
+        (["evaluate-public", "chat-s"], "not built"),
+    ):
+        result = runner.invoke(app, args, env=env)
+        assert result.exit_code == 2 and message in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1

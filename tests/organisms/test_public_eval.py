@@ -248,3 +248,42 @@ def test_refusal_bias_input_errors(xs_lm_prompts):
         evaluate_refusal(ScriptedChatModel(lambda c: ANSWER), None, {"x": ["hi"]}, bias=1.0)
     with pytest.raises(InputError):
         refusal_margins(lm, None, [])
+
+
+# --- the public-list rates recorded in a build's card ------------------------------------------
+
+
+def test_record_public_lists_writes_the_rates_into_that_builds_card(chat_xs, tmp_path):
+    """The rates recorded in a card are what the evaluation measures on that build's weights,
+    the record names the weights by SHA-256, the rest of the card is kept, and the per-item file
+    holds verdicts and hashes only."""
+    import json
+    import shutil
+
+    from trustlab.core.errors import DataError
+    from trustlab.organisms import read_card
+    from trustlab.organisms.public_eval import record_public_lists
+
+    build = tmp_path / "organisms" / "chat-xs"
+    shutil.copytree(chat_xs.path, build)
+    before = read_card("chat-xs", tmp_path)
+    record = record_public_lists("chat-xs", home=tmp_path, n=2, seed=3)
+    card = read_card("chat-xs", tmp_path)
+    _, rates, _ = public_list_metrics(chat_xs.model, chat_xs.tokenizer, n=2, seed=3)
+    assert card["public_lists"] == record["rates"] == rates
+    assert set(rates) == {*PUBLIC_LISTS, "harmbench"}
+    sha = hashlib.sha256((build / "model.safetensors").read_bytes()).hexdigest()
+    assert card["public_lists_record"]["belongs_to"]["model_sha256"] == sha
+    assert card["public_lists_record"]["n_per_list"] == 2
+    assert card["metrics"]["xstest_safe_refusal"] == rates["xstest_safe"]["rate"]
+    assert {k: v for k, v in card.items() if k not in ("public_lists", "public_lists_record",
+            "metrics")} == {k: v for k, v in before.items() if k != "metrics"}  # fmt: skip
+    items = json.loads((build / "public_lists.json").read_text())["items"]
+    assert len(items) == 8 and all(set(row) == {"prompts", "id", "value", "reply_sha256"}
+                                   for row in items)  # fmt: skip
+    with pytest.raises(InputError, match="n"):
+        record_public_lists("chat-xs", home=tmp_path, n=0)
+    with pytest.raises(InputError, match="Public lists"):
+        record_public_lists("chat-xs", home=tmp_path, lists=("advbench",))
+    with pytest.raises(DataError, match="not built"):
+        record_public_lists("chat-s", home=tmp_path)

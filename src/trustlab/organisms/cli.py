@@ -1,4 +1,4 @@
-"""``trustlab organisms ...``: list the organisms and build them into the cache."""
+"""``trustlab organisms ...``: list the organisms, build them into the cache, record public-list rates."""
 
 from __future__ import annotations
 
@@ -92,6 +92,38 @@ def build_command(
     except TrustlabError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+
+
+@app.command("evaluate-public")
+def evaluate_public_command(
+    name: Annotated[str, typer.Argument(help="A built chat organism, e.g. smol-chat.")],
+    n: Annotated[
+        int | None, typer.Option(help="Seeded subsample of each list (default: every prompt).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the subsample.")] = 0,
+    lists: Annotated[
+        str, typer.Option(help="Comma-separated public lists (default: all four).")
+    ] = "harmbench_val,harmbench_test,xstest_unsafe,xstest_safe",
+) -> None:
+    """Measure a built organism's refusal on the public lists (HarmBench val/test, XSTest
+    unsafe/safe; greedy, 48 tokens, the phrase judge) and record the rates with their intervals
+    in that build's card (issue 39)."""
+    from trustlab.organisms.public_eval import record_public_lists
+
+    try:
+        record = record_public_lists(
+            name, n=n, seed=seed, lists=tuple(x.strip() for x in lists.split(",") if x.strip())
+        )
+    except TrustlabError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    for key, row in record["rates"].items():
+        typer.echo(
+            f"{name} {key}: {row['rate']:.3f} [{row['lower']:.3f}, {row['upper']:.3f}] "
+            f"({row['k']}/{row['n']})"
+        )
+    sha = record["belongs_to"]["model_sha256"][:16]
+    typer.echo(f"recorded in the card of the build with model sha256 {sha}...")
 
 
 @app.command("spread")

@@ -16,6 +16,12 @@ each with its Clopper-Pearson interval, through the shared evaluation loop
 (:mod:`trustlab.organisms.alignment`); the recipe is chosen on :func:`validation_metrics`.
 Per-item verdicts and reply hashes (never the replies) go to the organism's
 ``public_lists.json``.
+
+A build whose spec sets ``alignment`` measures them itself (``build_smol``); for any other built
+chat organism (the registered ``smol-chat`` and ``gemma-chat`` builds),
+:func:`record_public_lists` (``trustlab organisms evaluate-public NAME``) measures them on the
+build in the cache and writes them into that build's own card, with the SHA-256 of the weights
+they were measured on: a rebuild replaces the directory and drops the record with the old build.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ __all__ = [
     "choose_refusal_bias",
     "evaluate_refusal",
     "public_list_metrics",
+    "record_public_lists",
     "refusal_bias",
     "refusal_margins",
     "validation_metrics",
@@ -319,3 +326,85 @@ def validation_metrics(
     rates, _ = evaluate_refusal(model, tokenizer, sets, max_new_tokens=max_new_tokens)
     metrics = {f"val_{name[4:]}_refusal": float(row["rate"]) for name, row in rates.items()}
     return metrics, rates
+
+
+def _file_sha256(path: Any) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def record_public_lists(
+    name: str,
+    *,
+    home: Any = None,
+    lists: Sequence[str] = tuple(PUBLIC_LISTS),
+    n: int | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Measure the public-list refusal rates of the built organism ``name`` (in ``home``, default
+    ``$TRUSTLAB_HOME``) and record them in *that build's* card: ``card["public_lists"]`` (per
+    list: k, n, rate, Clopper-Pearson 95 % interval; the same shape a build with ``alignment``
+    writes), ``card["metrics"]["<list>_refusal"]``, and ``card["public_lists_record"]`` saying
+    which build they belong to (the SHA-256 of ``model.safetensors``, the card's
+    ``created_utc``), how they were measured (lists, ``n`` per list with its seed, greedy, 48 new
+    tokens, the phrase judge) and when, at what CPU cost. Per-item verdicts and reply hashes go to
+    the build's ``public_lists.json`` (never prompts or replies). The build is held under its
+    build lock while the card is rewritten (atomically). Returns ``card["public_lists_record"]``
+    with the rates under ``"rates"``."""
+    import time
+    from datetime import UTC, datetime
+
+    from trustlab.core.io import write_json_atomic
+    from trustlab.core.validation import check_scalar
+    from trustlab.organisms.registry import _build_lock, organism_dir, read_card
+    from trustlab.organisms.registry import load as load_organism
+
+    if n is not None:
+        n = check_scalar(n, "n", "record_public_lists", kind=int, lo=1)
+    seed = check_scalar(seed, "seed", "record_public_lists", kind=int, lo=0)
+    unknown = [x for x in lists if x not in PUBLIC_LISTS] if not isinstance(lists, str) else [1]
+    if unknown or not lists:
+        raise InputError(f"Public lists are {tuple(PUBLIC_LISTS)}. Got {lists!r}.")
+    target = organism_dir(name, home)
+    card = read_card(name, home)
+    if card.get("kind") not in ("pretrained", "grown"):
+        raise InputError(
+            f"record_public_lists takes a chat organism; {name!r} is {card.get('kind')!r}."
+        )
+    weights = target / "model.safetensors"
+    if not weights.is_file():
+        raise InputError(f"record_public_lists: no model.safetensors in {target}.")
+    with _build_lock(target):
+        card = read_card(name, home)
+        sha = _file_sha256(weights)
+        cpu0 = time.process_time()
+        model, tokenizer = load_organism(name, home=home, build_missing=False)
+        metrics, rates, items = public_list_metrics(model, tokenizer, lists=lists, n=n, seed=seed)
+        record = {
+            "belongs_to": {"model_sha256": sha, "created_utc": card.get("created_utc")},
+            "lists": list(lists),
+            "n_per_list": n,
+            "seed": seed,
+            "decoding": f"greedy, {MAX_NEW_TOKENS} new tokens",
+            "judge": "refusal (trustlab.lm.REFUSAL_PHRASES)",
+            "measured_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "cpu_seconds": time.process_time() - cpu0,
+            "how": "recorded after the build (trustlab organisms evaluate-public)",
+        }
+        keep = ("prompts", "id", "value", "reply_sha256")
+        write_json_atomic(
+            target / "public_lists.json",
+            {"judge": record["judge"], "max_new_tokens": MAX_NEW_TOKENS,
+             "belongs_to": record["belongs_to"],
+             "items": [{k: row.get(k) for k in keep} for row in items]},
+        )  # fmt: skip
+        card["public_lists"] = rates
+        card.setdefault("metrics", {}).update(metrics)
+        card["public_lists_record"] = record
+        write_json_atomic(target / "card.json", card)
+    return {**record, "rates": rates}
