@@ -338,6 +338,21 @@ def test_augmentations_have_the_asked_size_and_labels():
     assert all(any(m in t for m in hedges) for t in mix.texts[6:])
     ctrl = augment(texts, labels, mode="adversarial-mixed", **kw)  # the same thirds, random strategies
     assert ctrl.texts[:6] == mix.texts[:6] and ctrl.texts[6:] != mix.texts[6:]
+    # mass-weighted: rewrites follow the attributed mass (hedging+ 9, irony+ 1); soft adds a
+    # direction outside the failing set that has mass (ethos-)
+    two = [*failing, (SPACE.index("irony"), 1)]
+    mass = {two[0]: 9.0, two[1]: 1.0, (SPACE.index("ethos"), -1): 4.0}
+    one = StrategySpace(max_active=1)
+    wt = augment(texts, labels, mode="axis-weighted", n_aug=40, rewriter=TemplateRewriter(one), claim=claim,
+                 rng=0, failing=two, mass=mass)  # fmt: skip
+    n_hedge = sum(any(m in t for m in hedges) for t in wt.texts)
+    assert len(wt.texts) == 40 and n_hedge >= 28 and n_hedge < 40  # expected 36 of 40
+    soft = augment(texts, labels, mode="axis-soft", n_aug=40, rewriter=TemplateRewriter(one), claim=claim,
+                   rng=0, failing=two, mass=mass)  # fmt: skip
+    assert any(any(m in t for m in RW.markers("ethos", -1)) for t in soft.texts)
+    assert not any(any(m in t for m in RW.markers("ethos", -1)) for t in wt.texts)
+    with pytest.raises(InputError, match="mass"):
+        augment(texts, labels, mode="axis-weighted", **kw)
     with pytest.raises(InputError, match="failing"):
         augment(texts, labels, mode="axis-hard", **{**kw, "failing": []})
     with pytest.raises(InputError, match="failing"):

@@ -60,6 +60,13 @@ class Attribution:
                 return float(row["restore_rate"])
         return float("nan")
 
+    def mass(self, space: StrategySpace) -> dict[tuple[int, int], float]:
+        """Attributed mass per (axis index, sign): the logit that removing the direction gave
+        back, summed over the successes it was moved in (``n_moved`` x ``mean_logit_restored``),
+        floored at 0 -- how much of the detector's misses the direction explains."""
+        return {(space.index(r["axis"]), int(r["sign"])): max(0.0, r["n_moved"] * r["mean_logit_restored"])
+                for r in self.axes}  # fmt: skip
+
 
 def attribute(
     result: AttackResult,

@@ -88,7 +88,7 @@ class AraoConfig(ExperimentConfig):
         min_length=2,
         description="Repairs to run (each adds n_aug rewrites): none, random, adversarial, "
         "adversarial-balanced, axis (ARAO's, the headline), and the opt-in axis variants "
-        "axis-fixed, axis-balanced, axis-hard, axis-mixed and the opt-in baseline "
+        "axis-fixed, axis-balanced, axis-hard, axis-mixed, axis-weighted, axis-soft and the opt-in baseline "
         "adversarial-mixed (docs: 'Repair variants'). Must include none and axis.",
     )
     auc_tolerance: float = Field(0.02, ge=0.0, le=1.0, description="Allowed loss of original-set "
@@ -395,6 +395,7 @@ def _repair_unit(unit: WorkUnit) -> dict[str, Any]:
                                     budget=config.budget).run(dev_pos, rngs["dev"])  # fmt: skip
         attr = attribute(dres, dev_pos, base, rewriter)
         failing = failing_axes(attr, space, min_rate=config.failing_min_rate, min_count=config.failing_min_count)
+        mass = attr.mass(space)
         source = "attribution"
         if not failing:  # fall back to the planner's surrogate: the most negative effects
             failing, source = _surrogate_failing(space, planner, base, dev_pos, rewriter, claim, thr0, config,
@@ -419,7 +420,7 @@ def _repair_unit(unit: WorkUnit) -> dict[str, Any]:
             make_planner=planner, failing=failing, adversarial=adv, adversarial_texts=tr_pos,
             n_aug=config.n_aug, budget=config.budget, fpr=config.fpr, rng=rngs["repairs"],
             transfer_texts=transfer, rounds=config.repair_rounds, refind_failing=refind_failing,
-            reattack=reattack, modes=tuple(config.repairs),
+            reattack=reattack, modes=tuple(config.repairs), mass=mass,
         )  # fmt: skip
     for o in outcomes:  # the fitted detectors hold their embedder: not shipped back
         o.detector = None

@@ -41,7 +41,15 @@ failing set to 7-8 of 20 directions and turned the axis repair into random augme
 * ``axis-mixed`` — a third hardest positives, a third random-strategy rewrites of negatives, a
   third ``axis`` rewrites (both classes): the balanced baseline's data with a third of its
   budget moved to the attributed directions (matched total budget, so it is not a superset of
-  the baseline).
+  the baseline);
+* ``axis-weighted`` — ``axis-fixed`` with the rewrites allocated to the failing directions in
+  proportion to their *attributed mass* (``mass``: per (axis, sign), the logit that removing the
+  direction gave back, summed over the dev successes it was moved in), instead of uniformly:
+  directions that explain more misses get more rewrites. (Weighting the loss instead would
+  need sample weights in every detector's ``fit``; at a fixed budget, allocating rewrites in
+  proportion to the mass weights each direction's share of the added loss the same way.)
+* ``axis-soft`` — ``axis-weighted`` over *every* direction with positive attributed mass, not
+  only those that meet the failing rule (the rule's cut-off as a soft weight).
 
 ``adversarial-mixed`` (opt-in baseline) is ``axis-mixed`` with random strategies in place of the
 failing directions: the ablation that tells whether a gain of ``axis-mixed`` comes from the
@@ -50,7 +58,7 @@ attribution or only from mixing hard positives with diverse rewrites.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,7 +71,7 @@ from trustlab.methods.arao.attack import AttackResult
 __all__ = ["ALL_REPAIRS", "AXIS_VARIANTS", "REPAIRS", "Augmentation", "augment", "repair"]
 
 REPAIRS = ("none", "random", "adversarial", "adversarial-balanced", "axis")
-AXIS_VARIANTS = ("axis-fixed", "axis-balanced", "axis-hard", "axis-mixed")
+AXIS_VARIANTS = ("axis-fixed", "axis-balanced", "axis-hard", "axis-mixed", "axis-weighted", "axis-soft")
 ALL_REPAIRS = REPAIRS + AXIS_VARIANTS + ("adversarial-mixed",)
 _ALL = ALL_REPAIRS
 # repairs that depend on the current detector and iterate over rounds
@@ -121,8 +129,11 @@ def augment(
     failing: Sequence[tuple[int, int]] | None = None,
     adversarial: AttackResult | None = None,
     adversarial_texts: Sequence[str] | None = None,
+    mass: Mapping[tuple[int, int], float] | None = None,
 ) -> Augmentation:
-    """The augmentation of one repair (see the module docstring); ``labels`` are 0/1."""
+    """The augmentation of one repair (see the module docstring); ``labels`` are 0/1;
+    ``mass`` (``axis-weighted``, ``axis-soft``): attributed mass per (axis index, sign), see
+    :func:`~trustlab.methods.arao.attribution.attributed_mass`."""
     where = "augment"
     items = check_texts(texts, "texts", where)
     y = [int(v) for v in labels]
@@ -143,10 +154,15 @@ def augment(
         t, lab, rej = _rewrites(items, y, int(n_aug), rewriter, claim, gen, space.sample)
         return Augmentation(t, lab, mode, rej)
     allowed = [(int(a), int(s)) for a, s in failing] if failing else []
+    weights = None
+    if mode in ("axis-weighted", "axis-soft"):
+        allowed, weights = _weighted(allowed, mass, soft=mode == "axis-soft")
     if mode.startswith("axis") and not allowed:
         raise InputError(f"augment(mode={mode!r}) needs the failing axes (none were found).")
 
     def along(g: np.random.Generator) -> tuple[int, ...]:
+        if weights is not None:
+            return _sample_weighted(space, g, allowed, weights)
         return space.sample(g, allowed=allowed)
 
     neg = [t for t, v in zip(items, y, strict=True) if v == 0]
@@ -155,7 +171,7 @@ def augment(
     def negatives(n: int) -> tuple[list[str], list[int], int]:
         return _rewrites(neg, [0] * len(neg), n, rewriter, claim, gen, space.sample) if neg and n > 0 else ([], [], 0)
 
-    if mode in ("axis", "axis-fixed"):
+    if mode in ("axis", "axis-fixed", "axis-weighted", "axis-soft"):
         t, lab, rej = _rewrites(items, y, int(n_aug), rewriter, claim, gen, along)
         return Augmentation(t, lab, mode, rej)
     if mode == "axis-balanced":
@@ -183,6 +199,48 @@ def augment(
     ta, la, ra = _rewrites(items, y, int(n_aug) - len(t) - len(tn), rewriter, claim, gen,
                            along if mode == "axis-mixed" else space.sample)  # fmt: skip
     return Augmentation(t + tn + ta, [1] * len(t) + ln + la, mode, rej + rn + ra)
+
+
+def _weighted(failing: list[tuple[int, int]], mass: Mapping[tuple[int, int], float] | None, *,
+              soft: bool) -> tuple[list[tuple[int, int]], np.ndarray]:  # fmt: skip
+    """The directions and their sampling weights: the failing ones weighted by their mass
+    (``soft``: every direction with positive mass); uniform where no mass is known (the
+    surrogate fallback), so the variant never has fewer directions than ``axis``."""
+    if mass is None:
+        raise InputError("augment(mode='axis-weighted'/'axis-soft') needs the attributed mass.")
+    m = {(int(a), int(np.sign(g))): float(v) for (a, g), v in mass.items()}
+    if any(not np.isfinite(v) or v < 0 for v in m.values()):
+        raise InputError("The 'mass' parameter of augment must map (axis, sign) to finite masses >= 0.")
+    dirs = list(dict.fromkeys(failing))
+    if soft:
+        dirs = list(dict.fromkeys([d for d in sorted(m, key=lambda d: -m[d]) if m[d] > 0] + dirs))
+    w = np.array([m.get(d, 0.0) for d in dirs], dtype=np.float64)
+    if not dirs:
+        return [], w
+    if w.sum() <= 0:
+        w = np.ones(len(dirs))
+    # a failing direction with no measured mass keeps the smallest positive weight
+    w = np.where(w > 0, w, w[w > 0].min())
+    return dirs, w / w.sum()
+
+
+def _sample_weighted(space: Any, rng: np.random.Generator, dirs: list[tuple[int, int]],
+                     w: np.ndarray) -> tuple[int, ...]:  # fmt: skip
+    """A strategy over ``dirs``: k ~ U{1..min(max_active, distinct axes)} directions drawn
+    without replacement with probability proportional to ``w`` (one direction per axis), each at
+    a random level."""
+    s = [0] * space.dim
+    k = int(rng.integers(1, min(space.max_active, len({a for a, _ in dirs})) + 1))
+    p = w.copy()
+    while k > 0 and p.sum() > 0:
+        j = int(rng.choice(len(dirs), p=p / p.sum()))
+        a, g = dirs[j]
+        s[a] = g * int(rng.integers(1, space.max_level + 1))
+        k -= 1
+        for i, (b, _) in enumerate(dirs):  # one direction per axis
+            if b == a:
+                p[i] = 0.0
+    return tuple(s)
 
 
 def _hardest(adversarial: AttackResult, src: list[str], n: int, rewriter: Any,
@@ -269,6 +327,7 @@ def evaluate_repairs(
     rounds: int = 1,
     refind_failing: Any = None,
     reattack: Any = None,
+    mass: Mapping[tuple[int, int], float] | None = None,
 ) -> list[RepairOutcome]:
     """Every repair in ``modes``: augment, refit, recalibrate the threshold on the dev
     negatives at ``fpr``, then build the held-out attacked set: each positive replaced by the
@@ -283,7 +342,8 @@ def evaluate_repairs(
     the module docstring): ``refind_failing(detector, threshold, rng)`` returns the failing
     directions of the current repaired detector (attribution on the dev split) and
     ``reattack(detector, threshold, rng)`` the attack on the training positives against it
-    (both required when ``rounds`` > 1 and the mode needs them)."""
+    (both required when ``rounds`` > 1 and the mode needs them). ``mass``: the attributed mass
+    per (axis, sign) of the first attribution (``axis-weighted``, ``axis-soft``)."""
     from trustlab.core.validation import check_scalar
     from trustlab.methods.arao.attack import RhetoricalAttack, calibrate_threshold
 
@@ -320,7 +380,8 @@ def evaluate_repairs(
                 else:
                     adv_k = reattack(det, thr_k, gen)
             step = augment(tr_t, tr_y, mode=mode, n_aug=share, rewriter=rewriter, claim=claim, rng=gen,
-                           failing=fail_k, adversarial=adv_k, adversarial_texts=adversarial_texts)  # fmt: skip
+                           failing=fail_k, adversarial=adv_k, adversarial_texts=adversarial_texts,
+                           mass=mass)  # fmt: skip
             aug = Augmentation(aug.texts + step.texts, aug.labels + step.labels, mode, aug.n_rejected + step.n_rejected)
             det = repair(base, tr_t, tr_y, aug)
         thr = calibrate_threshold(det.score(neg_dev), fpr)
