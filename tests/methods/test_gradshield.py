@@ -132,6 +132,12 @@ def test_fihs_scores_equal_the_cosine_of_per_example_gradients_on_the_kept_slice
     np.testing.assert_allclose(got["fihs"], expect.numpy(), rtol=1e-3, atol=1e-5)
     np.testing.assert_allclose(got["dot"], (sel @ r).numpy(), rtol=1e-3, atol=1e-7)
     np.testing.assert_allclose(got["grad_norm"], sel.norm(dim=1).numpy(), rtol=1e-3)
+    kept = fihs.kept_gradients(tiny, data)  # the same values, in direction_'s order
+    assert kept.shape == (len(data), fihs.n_values_)
+    np.testing.assert_allclose(kept.numpy(), sel.numpy(), rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(
+        fihs_from_gradients(kept, fihs.direction_), got["fihs"], rtol=1e-4, atol=1e-6
+    )
     assert fihs.selected_.size == int(np.ceil(0.05 * fihs.slices_.n_slices))
     assert sum(fihs.critical_parameters().values()) == fihs.selected_.size
 

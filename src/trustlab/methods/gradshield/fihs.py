@@ -376,6 +376,24 @@ class FIHS:
         out = self._grads(model, data, tokenizer, list(self.score_params_), reduce).numpy()
         return {"fihs": out[:, 0], "dot": out[:, 1], "grad_norm": out[:, 2]}
 
+    def kept_gradients(
+        self, model: Any, data: Sequence[Any], *, tokenizer: Any = None
+    ) -> torch.Tensor:
+        """Per-example response-loss gradients on the kept slices ``[n, n_values_]`` (float32;
+        ``n_values_`` is 1 % of the rows' values: 6,240 per example on chat-s), in the order of
+        :attr:`direction_` — what a refined reference is re-estimated from."""
+        self._check_fitted("kept_gradients")
+        check_model(model, "FIHS.kept_gradients")
+        data = self._check_data(data, "data", 1)
+        if _fingerprint(model, self.score_params_) != self.fingerprint_:
+            raise InputError(
+                "FIHS scores examples for the model it was fitted on; this model's weights differ."
+            )
+        index = self._sub_index
+        return self._grads(
+            model, data, tokenizer, list(self.score_params_), lambda g: g[:, index].float()
+        )
+
     def score(self, model: Any, data: Sequence[Any], *, tokenizer: Any = None) -> np.ndarray:
         """FIHS of each example ``[n]`` (higher: training on it pushes towards compliance)."""
         return self.score_details(model, data, tokenizer=tokenizer)["fihs"]
