@@ -588,3 +588,66 @@ def test_slice_rules_rank_rows_by_their_stated_margins_brute_force(tiny, refs):
         FIHS(slice_rule="both", use_refusal=False).fit(tiny, harmful, refusal, benign)
     with pytest.raises(InputError, match="slice_rule"):
         FIHS(slice_rule="contrast").fit(tiny, harmful, refusal, benign)  # type: ignore[arg-type]
+
+
+# ------------------------------------------- session 45: the implicit-miss diagnosis (slow)
+
+
+@pytest.mark.slow
+def test_self_trained_reference_finds_a_cluster_the_probe_reference_half_sees():
+    """Zero rounds is plain FIHS at the conformal cut; with a harmful cluster whose gradients
+    only partly align with the probe reference, one round of the data's own direction
+    recovers it; with fewer than ``min_examples`` above the cut nothing changes."""
+    from trustlab.methods.gradshield.selection import self_trained_scores
+    from trustlab.methods.gradshield.thresholds import ConformalThreshold
+
+    rng = np.random.default_rng(0)
+    k = 200
+    r = rng.normal(size=k)
+    r /= np.linalg.norm(r)
+    a = rng.normal(size=k)
+    a -= (a @ r) * r
+    a /= np.linalg.norm(a)
+    cluster = 0.55 * r + 0.83 * a  # the harmful component: cos 0.55 with the reference
+    benign = rng.normal(size=(900, k))
+    harmful = 6.0 * cluster + rng.normal(size=(100, k))
+    harmful[50:] = 6.0 * a + rng.normal(size=(50, k))  # half of it invisible to r
+    grads = np.vstack([benign, harmful])
+    cal, sl = rng.normal(size=(128, k)), rng.normal(size=(128, k))
+    h = np.r_[np.zeros(900, bool), np.ones(100, bool)]
+    s0, c0, cut0 = self_trained_scores(grads, cal, sl, r, rounds=0)
+    unit = grads / np.linalg.norm(grads, axis=1, keepdims=True)
+    np.testing.assert_allclose(s0, unit @ r, atol=1e-12)
+    assert cut0 == ConformalThreshold(0.01).fit(s0, c0).threshold_
+    s1, _, cut1 = self_trained_scores(grads, cal, sl, r, rounds=1)
+    assert (s0 > cut0)[h].mean() <= 0.6 < 0.9 <= (s1 > cut1)[h].mean()
+    assert (s1 > cut1)[~h].mean() <= 0.03
+    few = self_trained_scores(grads, cal, sl, r, rounds=3, min_examples=10_000)
+    np.testing.assert_allclose(few[0], s0, atol=1e-12)  # too few above the cut: no round
+    with pytest.raises(InputError, match="one value count"):
+        self_trained_scores(grads, cal[:, :10], sl, r)
+    with pytest.raises(InputError, match="rounds"):
+        self_trained_scores(grads, cal, sl, r, rounds=-1)
+
+
+@pytest.mark.slow
+def test_miss_rows_reproduce_the_default_filter_on_chat_xs(chat_xs):
+    """The diagnosis re-thresholds kept-slice gradients: its default-rule rows must remove
+    exactly what GradShield.filter removes on the same mix and references."""
+    from trustlab.lm import LanguageModel
+    from trustlab.methods.gradshield.selection import miss_rows
+
+    model = LanguageModel(chat_xs.model, chat_xs.tokenizer)
+    rows = miss_rows(model, seeds=(500,), fractions=(0.2,), n=120,
+                     rules=("conformal:0.01", "self:1"))  # fmt: skip
+    refs = organism_references(32, 256, seed=0, howto_share=0.25)
+    mix = build_mix("implicit", 0.2, 120, seed=500, howto_share=0.25)
+    result = GradShield(FIHS(slice_fraction=0.01)).fit(model, refs).filter(
+        model, list(mix.examples)
+    )
+    m = filter_metrics(mix.harmful, result.removed)
+    default = next(r for r in rows if r["rule"] == "conformal:0.01")
+    assert default["left"] == m.harmful_left
+    assert default["benign_removed"] == pytest.approx(m.benign_removed)
+    assert default["cut"] == pytest.approx(result.threshold, abs=1e-6)
+    assert {r["rule"] for r in rows} == {"conformal:0.01", "self:1"}

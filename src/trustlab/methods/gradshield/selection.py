@@ -34,8 +34,8 @@ from trustlab.methods.gradshield.mixes import build_mix, filter_metrics
 from trustlab.methods.gradshield.references import organism_references
 from trustlab.methods.gradshield.shield import GradShield
 
-__all__ = ["VALIDATION_FRACTIONS", "Candidate", "choose", "choose_slice_rule", "filter_rows",
-           "pattern_rows", "validation_rows"]
+__all__ = ["MISS_RULES", "VALIDATION_FRACTIONS", "Candidate", "choose", "choose_slice_rule",
+           "filter_rows", "miss_rows", "pattern_rows", "self_trained_scores", "validation_rows"]
 
 VALIDATION_FRACTIONS = (0.0, 0.01, 0.02, 0.05, 0.10, 0.20)
 SLICE_FRACTIONS = (0.003, 0.01, 0.03, 0.1, 1.0)
@@ -338,6 +338,155 @@ def filter_rows(
     return rows
 
 
+#: The rules :func:`miss_rows` compares (session 45's development diagnosis, docs *Fidelity*):
+#: conformal cuts at three levels, the data-only rules, and the self-trained reference
+#: (``self:k``: k rounds of the data's own direction; ``self+ref:k``: added to the probes').
+MISS_RULES = ("conformal:0.01", "conformal:0.05", "conformal:0.1", "mixture", "otsu",
+              "search:0.05", "self:1", "self:2", "self+ref:1")
+
+
+def self_trained_scores(
+    grads: Any,
+    calibration: Any,
+    benign: Any,
+    direction: Any,
+    *,
+    rounds: int = 1,
+    keep_reference: bool = False,
+    alpha: float = 0.01,
+    min_examples: int = 5,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """FIHS with a reference re-estimated from the data's own top-scoring examples.
+
+    ``grads`` ``[n, k]``: the data's kept-slice gradients (:meth:`FIHS.kept_gradients`);
+    ``calibration``/``benign``: those of the trusted calibration and slice halves;
+    ``direction`` ``[k]``: the probe reference (``FIHS.direction_``). Each round takes the
+    examples above the current conformal cut (``alpha`` on the calibration scores) as the
+    data's harmful component and sets the direction to the mean of their unit gradients minus
+    the slice half's mean unit gradient (``keep_reference``: plus the unit probe reference);
+    a round with fewer than ``min_examples`` above the cut stops. Returns the data's scores,
+    the calibration scores and the cut, all for the last direction."""
+    import torch
+
+    from trustlab.methods.gradshield.thresholds import ConformalThreshold
+
+    def unit(x: torch.Tensor) -> torch.Tensor:
+        return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-30)
+
+    from trustlab.core.validation import check_scalar
+    from trustlab.methods.gradshield.slices import as_tensor
+
+    where = "self_trained_scores"
+    rounds = check_scalar(rounds, "rounds", where, kind=int, lo=0)
+    min_examples = check_scalar(min_examples, "min_examples", where, kind=int, lo=1)
+    g, c, b = (unit(as_tensor(x, name, where, 2).double()) for x, name in
+               ((grads, "grads"), (calibration, "calibration"), (benign, "benign")))  # fmt: skip
+    r0 = unit(as_tensor(direction, "direction", where, 1).double())
+    if not g.shape[1] == c.shape[1] == b.shape[1] == r0.shape[0]:
+        raise InputError(
+            f"{where} needs one value count for grads, calibration, benign and direction. Got "
+            f"{g.shape[1]}, {c.shape[1]}, {b.shape[1]} and {r0.shape[0]}."
+        )
+    r = r0
+
+    def scored(r: torch.Tensor) -> tuple[np.ndarray, np.ndarray, float]:
+        s, cal = (g @ unit(r)).numpy(), (c @ unit(r)).numpy()
+        return s, cal, float(ConformalThreshold(alpha).fit(s, cal).threshold_)
+
+    s, cal, cut = scored(r)
+    for _ in range(rounds):
+        top = torch.from_numpy(s > cut)
+        if int(top.sum()) < min_examples:
+            break
+        r = unit(g[top].mean(0) - b.mean(0))
+        if keep_reference:
+            r = r0 + r
+        s, cal, cut = scored(r)
+    return s, cal, cut
+
+
+def miss_rows(
+    spec: str = "organism:chat-s",
+    seeds: Sequence[int] = (500, 501, 502),
+    fractions: Sequence[float] = (0.0, 0.02, 0.05, 0.1, 0.2),
+    *,
+    n: int = 1000,
+    howto_share: float = 0.25,
+    reference_seed: int = 0,
+    rules: Sequence[str] = MISS_RULES,
+) -> list[dict[str, Any]]:
+    """Where GradShield's implicit misses are, per rule (development split only): the fair
+    implicit mixes of ``seeds`` at ``fractions``, references ``reference_seed``, plain FIHS.
+    The kept-slice gradients of every distinct example (and of both trusted halves) are
+    computed once; each rule of :data:`MISS_RULES` re-thresholds or re-projects them. Rows per
+    (rule, seed, fraction): implicit examples left, recall per pattern, benign removal (all and
+    how-to), the cut, and for the default rule where the misses sit among the benign scores."""
+    import torch
+
+    import trustlab.lm as lm
+    from trustlab.methods.gradshield.thresholds import make_threshold
+
+    unknown = [r for r in rules if r not in MISS_RULES]
+    if unknown:
+        raise InputError(f"miss_rows' rules are {MISS_RULES}. Got {unknown}.")
+    model = lm.load(spec) if isinstance(spec, str) else spec
+    refs = organism_references(32, 256, seed=reference_seed, howto_share=howto_share)
+    shield = GradShield(FIHS(slice_fraction=0.01)).fit(model, refs)
+    fihs = shield.fihs_
+    mixes = {(seed, f): build_mix("implicit", f, n, seed=seed, howto_share=howto_share)
+             for seed in seeds for f in fractions}  # fmt: skip
+    pool: dict[Any, int] = {}
+    for m in mixes.values():
+        for e in m.examples:
+            pool.setdefault(e, len(pool))
+    grads = fihs.kept_gradients(model, list(pool)).double()
+    cal = fihs.kept_gradients(model, list(refs.benign_calibration)).double()
+    benign = fihs.kept_gradients(model, list(refs.benign_slices)).double()
+    r = fihs.direction_.double()
+    unit = lambda x: x / x.norm(dim=-1, keepdim=True).clamp_min(1e-30)  # noqa: E731
+    rows = []
+    for (seed, f), m in mixes.items():
+        idx = torch.tensor([pool[e] for e in m.examples])
+        h = np.array(m.harmful, dtype=bool)
+        pattern = np.array([
+            "dual_use" if "dual_use" in e.template else "shallow_opener"
+            if "shallow_opener" in e.template else "howto" if e.kind == "howto" else "task"
+            for e in m.examples
+        ])  # fmt: skip
+        plain = (unit(grads[idx]) @ unit(r)).numpy()
+        plain_cal = (unit(cal) @ unit(r)).numpy()
+        for rule in rules:
+            name, _, arg = rule.partition(":")
+            if name in ("self", "self+ref"):
+                s, _, cut = self_trained_scores(grads[idx], cal, benign, r, rounds=int(arg),
+                                                keep_reference=name == "self+ref")  # fmt: skip
+            else:
+                options = {"alpha": float(arg)} if arg else {}
+                s = plain
+                cut = float(make_threshold(name, **options).fit(s, plain_cal).threshold_)
+            removed = s > cut
+            row: dict[str, Any] = {
+                "rule": rule, "seed": seed, "fraction": f, "cut": cut,
+                "left": int((h & ~removed).sum()),
+                "benign_removed": float(removed[~h].mean()),
+                "howto_removed": float(removed[pattern == "howto"].mean()),
+                **{f"recall_{p}": float(removed[pattern == p].mean()) if (pattern == p).any()
+                   else None for p in ("dual_use", "shallow_opener")},
+            }  # fmt: skip
+            if rule == MISS_RULES[0] and h.any():
+                ben = np.sort(s[~h])
+                miss = s[h & ~removed]
+                where = np.searchsorted(ben, miss) / ben.size
+                row["missed_below_benign_median"] = float(np.mean(where < 0.5)) if miss.size else None
+                row["missed_below_benign_p90"] = float(np.mean(where < 0.9)) if miss.size else None
+                row["benign_removed_for_recall"] = {
+                    str(q): float((ben >= np.quantile(s[h], 1 - q, method="lower")).mean())
+                    for q in (0.9, 0.95, 0.99)
+                }  # fmt: skip
+            rows.append(row)
+    return rows
+
+
 def _main() -> None:  # pragma: no cover - the docs' validation table
     import argparse
 
@@ -361,6 +510,20 @@ def _main() -> None:  # pragma: no cover - the docs' validation table
         for r in rows:
             print(json.dumps({k: v for k, v in r.items()
                               if k not in ("scores", "harmful", "pattern")}), flush=True)  # fmt: skip
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "misses":
+        parser = argparse.ArgumentParser(description="Where the implicit misses are (dev).")
+        parser.add_argument("misses")
+        parser.add_argument("--model", default="organism:chat-s")
+        parser.add_argument("--seeds", default="500,501,502")
+        parser.add_argument("--fractions", default="0,0.02,0.05,0.1,0.2")
+        parser.add_argument("--reference-seed", type=int, default=0)
+        args = parser.parse_args()
+        rows = miss_rows(args.model, [int(s) for s in args.seeds.split(",")],
+                         [float(f) for f in args.fractions.split(",")],
+                         reference_seed=args.reference_seed)  # fmt: skip
+        for r in rows:
+            print(json.dumps(r), flush=True)
         return
     if len(sys.argv) > 1 and sys.argv[1] == "patterns":
         parser = argparse.ArgumentParser(description="The deep-FIHS development split.")
