@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
 
     plain_texts = [e.prompt for e in dev] + [e.response for e in dev]
     n_plain = n_tokens(plain_texts)
-    names = ["plain"] + sorted(n for n, c in TRANSFORMS.items() if c.level == "character")
+    names = ["plain", *sorted(n for n, c in TRANSFORMS.items() if c.level == "character")]
     rows = []
     for name in names:
         t = make_transform("rot13" if name == "plain" else name)
