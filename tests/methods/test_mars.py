@@ -145,6 +145,34 @@ def test_calibrated_gate_is_the_quantile_of_known_safe_positions(text):
         unselected.strengths(model, val_safe)
 
 
+def test_known_safe_inputs_join_the_calibrated_gate(text):
+    # select's known_safe: their positions join the calibrated gate's known-safe inputs; at
+    # quantile 1.0 none of them (nor any validation harmless prompt) is steered
+    model, mars, held_harm, held_safe = text
+    from trustlab.organisms import build_chat_corpus
+
+    chat = build_chat_corpus(0, n_train=1200, n_heldout=40)
+    harm = [e.messages() for e in chat.examples if e.split == "train" and e.kind == "harmful"]
+    safe = [e.messages() for e in chat.examples if e.split == "train" and e.kind in ("task", "howto")]
+    known = held_safe[:12]
+    m = mars.with_settings(gate="calibrated", gate_quantile=1.0, layer=mars.layer_,
+                           trust_radius=mars.trust_radius_)
+    m.select(model, harm[48:72], safe[48:72], known)
+    t_known = m.positions(model, known)
+    t_val = m.positions(model, safe[48:72])
+    assert m.gate_threshold_ == pytest.approx(float(torch.cat([t_val, t_known]).max()), abs=1e-9)
+    assert bool((m.strengths(model, known) == 0).all())
+    plain = mars.with_settings(gate="calibrated", gate_quantile=1.0)
+    assert plain.gate_threshold_ == pytest.approx(float(t_val.max()), abs=1e-9)
+    assert m.fingerprint() != plain.fingerprint()
+    # selecting again without known_safe drops them
+    again = m.with_settings().select(model, harm[48:72], safe[48:72])
+    assert "known_safe" not in again.calibration_ and again.known_safe_images_ is None
+    assert again.gate_threshold_ == pytest.approx(plain.gate_threshold_, abs=1e-9)
+    # the harmful held-out requests mostly still open the gate (typed refusal direction)
+    assert float((m.positions(model, held_harm) > m.gate_threshold_).double().mean()) >= 0.5
+
+
 def test_ablations_change_one_switch_each(text):
     _model, mars, *_ = text
     abl = ablations(mars)
@@ -327,4 +355,14 @@ def test_calibrated_gate_places_neutral_images_as_the_inputs_are_placed(llava, l
     for recenter in (True, False):
         mm = m.with_settings(recenter=recenter)
         t = torch.cat([mm.positions(llava, typed), mm.positions(llava, neutral)])
+        assert mm.gate_threshold_ == pytest.approx(float(torch.quantile(t, 0.8)), abs=1e-9)
+    # known-safe inputs of select (image and typed mixed): image prompts re-centred, typed not
+    fresh = neutral_prompts(instr, 6, seed=7, size=32)
+    known = [*fresh, *_typed(WORDS_B, 3)]
+    m.calibration_ = {**m.calibration_, "known_safe": m.last_activations(llava, known)}
+    m.known_safe_images_ = torch.tensor([True] * 6 + [False] * 3)
+    for recenter in (True, False):
+        mm = m.with_settings(recenter=recenter)
+        t = torch.cat([mm.positions(llava, typed), mm.positions(llava, neutral),
+                       mm.positions(llava, known)])  # fmt: skip
         assert mm.gate_threshold_ == pytest.approx(float(torch.quantile(t, 0.8)), abs=1e-9)

@@ -161,11 +161,11 @@ def run_fit(model, harmful, harmless, neutral, trust_radius, gate_threshold, str
     return (m.mu_unsafe_.numpy(), m.layer_, m.trust_radius_)
 
 
-def run_select(fitted, model, val_harmful, val_harmless):
+def run_select(fitted, model, val_harmful, val_harmless, known_safe):
     m = _r(fitted)
     if isinstance(m, MARS) and hasattr(m, "mu_unsafe_"):
         m = m.with_settings()
-    m = m.select(_r(model), val_harmful, val_harmless)
+    m = m.select(_r(model), val_harmful, val_harmless, known_safe)
     return (m.layer_, m.trust_radius_, m.worst_layer_)
 
 
@@ -263,9 +263,10 @@ CASES = [
           "recenter": BOOL, "gated": BOOL, "layer": FIT_LAYER, "max_layer_fraction": FRACTION,
           "batch_size": INT(0, lo=1)}),
     Case("MARS.select", run_select,
-         {"fitted": FITTED, "model": MODEL, "val_harmful": FOUR, "val_harmless": FOUR},
+         {"fitted": FITTED, "model": MODEL, "val_harmful": FOUR, "val_harmless": FOUR,
+          "known_safe": FOUR},
          {"fitted": UNFITTED, "model": MODEL_KIND, "val_harmful": TYPED,
-          "val_harmless": TYPED}),
+          "val_harmless": TYPED, "known_safe": PROMPTS.without("None")}),
     Case("MARS.positions", run_positions, {"fitted": FITTED, "model": MODEL, "prompts": FOUR},
          {"fitted": UNFITTED, "model": MODEL_KIND, "prompts": PROMPTS}),
     Case("MARS.strengths", run_strengths, {"fitted": FITTED, "model": MODEL, "prompts": FOUR},

@@ -389,7 +389,11 @@ class MARS:
         ]  # fmt: skip
 
     def select(
-        self, lm: LanguageModel, val_harmful: Sequence[Prompt], val_harmless: Sequence[Prompt]
+        self,
+        lm: LanguageModel,
+        val_harmful: Sequence[Prompt],
+        val_harmless: Sequence[Prompt],
+        known_safe: Sequence[Prompt] | None = None,
     ) -> MARS:
         """Choose the layer and the trust radius on a typed validation split (module docstring).
 
@@ -397,6 +401,11 @@ class MARS:
         criterion ranks last: the wrong-layer ablation) and ``layer_table_`` (one row per
         candidate: ``layer``, ``auc``, ``radius`` (None when no radius reaches the target),
         ``refusal_at_radius``, ``mean_refusal_prob``, ``eligible``).
+
+        ``known_safe``: further inputs known to be safe, typed or with images (e.g. held-aside
+        benign image-QA validation items, never the evaluation items), whose positions join the
+        calibrated gate's known-safe inputs (image prompts re-centred as the inputs are). They
+        carry no label but "safe" and play no part in the layer and radius criterion.
         """
         where = "MARS.select"
         self._check_fitted(where)
@@ -404,6 +413,8 @@ class MARS:
         self._check_model(lm, where)
         val_harmful = _check_prompts(val_harmful, "val_harmful", where, images="none")
         val_harmless = _check_prompts(val_harmless, "val_harmless", where, images="none")
+        if known_safe is not None:
+            known_safe = _check_prompts(known_safe, "known_safe", where)
         layers = self.candidate_layers()
         if not layers:
             raise InputError(
@@ -415,8 +426,15 @@ class MARS:
             radii = [float(self.trust_radius)]
         hv = self._acts(lm, val_harmful, layers)
         sv_all = self._acts(lm, val_harmless)
-        # the calibrated gate's typed known-safe inputs (a new dict: copies share the old one)
-        self.calibration_ = {**getattr(self, "calibration_", {}), "harmless": sv_all}
+        # the calibrated gate's known-safe inputs (a new dict: copies share the old one)
+        cal = {k: v for k, v in getattr(self, "calibration_", {}).items() if k != "known_safe"}
+        cal["harmless"] = sv_all
+        self.known_safe_images_ = None
+        if known_safe is not None:
+            cal["known_safe"] = self._acts(lm, known_safe)
+            self.known_safe_images_ = torch.tensor(
+                [prompt_has_images(p) for p in known_safe], dtype=torch.bool)  # fmt: skip
+        self.calibration_ = cal
         sv = sv_all[:, layers]
         rows = []
         for j, layer in enumerate(layers):
@@ -466,7 +484,13 @@ class MARS:
     def gate_threshold_(self) -> float:
         """The gate's threshold ``tau`` in use: ``gate_threshold`` (``gate="fixed"``), or the
         ``gate_quantile`` quantile of the known-safe inputs' positions at the layer in use
-        (``gate="calibrated"``; neutral image prompts re-centred when ``recenter``)."""
+        (``gate="calibrated"``: typed harmless validation prompts, the neutral image prompts and
+        ``select``'s ``known_safe``; image prompts re-centred when ``recenter``).
+
+        At ``gate_quantile=1.0`` the threshold is the largest known-safe position, so for each
+        kind of known-safe input with ``n`` exchangeable draws a fresh input of that kind is
+        steered with probability at most ``1 / (n + 1)`` (the conformal finite-sample bound;
+        a statement over calibration draws, not about any one input)."""
         self._check_selected("gate_threshold_")
         if self.gate == "fixed":
             return float(self.gate_threshold)
@@ -482,6 +506,17 @@ class MARS:
         if "neutral" in cal:
             n = cal["neutral"][:, layer]
             h.append(n - self.offset_[layer] if self.recenter else n)
+        if "known_safe" in cal:
+            k = cal["known_safe"][:, layer]
+            if self.recenter and bool(self.known_safe_images_.any()):
+                if self.offset_ is None:
+                    raise NotFittedError(
+                        "MARS was fitted without neutral image prompts, so it cannot re-centre "
+                        "the image prompts among known_safe: fit with neutral prompts or "
+                        "with_settings(recenter=False)."
+                    )
+                k = k - self.known_safe_images_[:, None].double() * self.offset_[layer]
+            h.append(k)
         t = (torch.cat(h) - self.mu_safe_[layer]) @ self.direction_[layer] / d
         return float(torch.quantile(t, float(self.gate_quantile)))
 
@@ -625,6 +660,8 @@ class MARS:
                 h.update(getattr(self, attr).contiguous().numpy().tobytes())
         for key, acts in sorted(getattr(self, "calibration_", {}).items()):
             h.update(key.encode() + acts.contiguous().numpy().tobytes())
+        if getattr(self, "known_safe_images_", None) is not None:
+            h.update(self.known_safe_images_.numpy().tobytes())
         return h.hexdigest()
 
     def summary(self) -> dict[str, Any]:
