@@ -165,10 +165,6 @@ def test_known_safe_inputs_join_the_calibrated_gate(text):
     plain = mars.with_settings(gate="calibrated", gate_quantile=1.0)
     assert plain.gate_threshold_ == pytest.approx(float(t_val.max()), abs=1e-9)
     assert m.fingerprint() != plain.fingerprint()
-    # selecting again without known_safe drops them
-    again = m.with_settings().select(model, harm[48:72], safe[48:72])
-    assert "known_safe" not in again.calibration_ and again.known_safe_images_ is None
-    assert again.gate_threshold_ == pytest.approx(plain.gate_threshold_, abs=1e-9)
     # the harmful held-out requests mostly still open the gate (typed refusal direction)
     assert float((m.positions(model, held_harm) > m.gate_threshold_).double().mean()) >= 0.5
 
@@ -264,19 +260,18 @@ def test_recentred_position_of_fresh_neutral_images_is_near_zero(llava, llava_ma
     fresh = neutral_prompts(
         ["Describe the image.", "What is in the picture?"], 24, seed=99, size=32
     )
-    t = llava_mars.positions(llava, fresh)
-    raw = llava_mars.with_settings(recenter=False).positions(llava, fresh)
+    typed = _typed(WORDS_B, 4)
+    acts = llava_mars.last_activations(llava, [*fresh, *typed])  # read once (== positions)
+    both = llava_mars.positions_from_activations(acts, [*fresh, *typed])
+    both_raw = llava_mars.with_settings(recenter=False).positions_from_activations(
+        acts, [*fresh, *typed])  # fmt: skip
+    t, raw = both[:24], both_raw[:24]
     shift = float(llava_mars.offset_[1] @ llava_mars.direction_[1] / llava_mars.distance_[1])
     # fresh images: the re-centred mean is zero up to sampling error (3 standard errors);
     # a random model's neutral images spread widely, so the bound is statistical
     assert abs(float(t.mean())) < 3 * float(t.std()) / len(t) ** 0.5
     torch.testing.assert_close(raw - t, torch.full_like(t, shift))  # the offset, exactly
-    # typed prompts are never shifted
-    typed = _typed(WORDS_B, 4)
-    torch.testing.assert_close(
-        llava_mars.positions(llava, typed),
-        llava_mars.with_settings(recenter=False).positions(llava, typed),
-    )
+    torch.testing.assert_close(both[24:], both_raw[24:])  # typed prompts are never shifted
 
 
 def test_mars_runs_through_the_evaluation_loop_on_image_prompts(llava, llava_mars):
@@ -350,19 +345,21 @@ def test_calibrated_gate_places_neutral_images_as_the_inputs_are_placed(llava, l
     instr = ["Describe the image.", "What is in the picture?"]
     neutral = neutral_prompts(instr, 24, seed=0, size=32)  # the fixture's fitting prompts
     typed = _typed(WORDS_B, 10)
-    m = llava_mars.with_settings(gate="calibrated", gate_quantile=0.8)
-    m.calibration_ = {**m.calibration_, "harmless": m.last_activations(llava, typed)}
-    for recenter in (True, False):
-        mm = m.with_settings(recenter=recenter)
-        t = torch.cat([mm.positions(llava, typed), mm.positions(llava, neutral)])
-        assert mm.gate_threshold_ == pytest.approx(float(torch.quantile(t, 0.8)), abs=1e-9)
-    # known-safe inputs of select (image and typed mixed): image prompts re-centred, typed not
+    # read once, placed per setting (positions_from_activations == positions: tested above)
     fresh = neutral_prompts(instr, 6, seed=7, size=32)
     known = [*fresh, *_typed(WORDS_B, 3)]
-    m.calibration_ = {**m.calibration_, "known_safe": m.last_activations(llava, known)}
+    prompts = [*typed, *neutral, *known]
+    acts = llava_mars.last_activations(llava, prompts)
+    m = llava_mars.with_settings(gate="calibrated", gate_quantile=0.8)
+    m.calibration_ = {**m.calibration_, "harmless": acts[:10]}
+    for recenter in (True, False):
+        mm = m.with_settings(recenter=recenter)
+        t = mm.positions_from_activations(acts[:34], prompts[:34])
+        assert mm.gate_threshold_ == pytest.approx(float(torch.quantile(t, 0.8)), abs=1e-9)
+    # known-safe inputs of select (image and typed mixed): image prompts re-centred, typed not
+    m.calibration_ = {**m.calibration_, "known_safe": acts[34:]}
     m.known_safe_images_ = torch.tensor([True] * 6 + [False] * 3)
     for recenter in (True, False):
         mm = m.with_settings(recenter=recenter)
-        t = torch.cat([mm.positions(llava, typed), mm.positions(llava, neutral),
-                       mm.positions(llava, known)])  # fmt: skip
+        t = mm.positions_from_activations(acts, prompts)
         assert mm.gate_threshold_ == pytest.approx(float(torch.quantile(t, 0.8)), abs=1e-9)
