@@ -651,3 +651,30 @@ def test_miss_rows_reproduce_the_default_filter_on_chat_xs(chat_xs):
     assert default["benign_removed"] == pytest.approx(m.benign_removed)
     assert default["cut"] == pytest.approx(result.threshold, abs=1e-6)
     assert {r["rule"] for r in rows} == {"conformal:0.01", "self:1"}
+
+
+@pytest.mark.slow
+def test_refined_gradshield_filters_by_the_self_trained_scores_of_its_own_set(tiny, refs):
+    """filter(refine=1) = self_trained_scores on the set's kept gradients; its plain FIHS is
+    the unrefined score; refine needs the plain conformal setting and refuses 'decide'."""
+    from trustlab.methods.gradshield.refine import self_trained_scores
+
+    data = utility_examples(30, 4) + explicit_harmful_examples(10, 4)
+    shield = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine=1,
+                        threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
+    plain = GradShield(FIHS(slice_fraction=0.05, batch_size=8),
+                       threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
+    got = shield.filter(tiny, data)
+    np.testing.assert_allclose(got.info["fihs_plain"], plain.score(tiny, data), atol=1e-5)
+    np.testing.assert_allclose(shield.calibration_scores_, plain.calibration_scores_, atol=1e-5)
+    grads = shield.fihs_.kept_gradients(tiny, data)
+    s, _, cut = self_trained_scores(grads, shield.calibration_grads_, shield.slice_grads_,
+                                    shield.fihs_.direction_, rounds=1, alpha=0.05)  # fmt: skip
+    np.testing.assert_allclose(got.scores, s, atol=1e-9)
+    assert got.threshold == cut and np.array_equal(got.removed, s > cut)
+    with pytest.raises(InputError, match="decide_gradients"):
+        shield.decide(got.scores)
+    with pytest.raises(InputError, match="conformal"):
+        GradShield(refine=1, threshold="otsu").fit(tiny, refs)
+    with pytest.raises(InputError, match="refine"):
+        GradShield(refine=-1).fit(tiny, refs)

@@ -71,6 +71,12 @@ class GradShieldConfig(ExperimentConfig):
         description="Deep FIHS: also score against compliance after the first 1..depth tokens "
         "of a refusal and remove by the larger standardised score (0: off; doubles scoring).",
     )  # fmt: skip
+    refine: int = Field(
+        0, ge=0, le=5,
+        description="Self-trained reference: rounds of re-estimating FIHS's direction from the "
+        "filtered set's own examples above the conformal cut (0: off; needs depth 0 and the "
+        "conformal rule).",
+    )  # fmt: skip
     threshold_rule: Literal["conformal", "mixture", "otsu", "search"] = Field(
         "conformal", description="GradShield's adaptive threshold rule."
     )
@@ -212,7 +218,7 @@ def run(config: GradShieldConfig, ctx: RunContext) -> Report:
     with ctx.stage("study"), torch_runtime(config.threads):
         result = run_study(
             model, refs, sets, ft, settings, fihs=fihs, threshold=config.threshold_rule,
-            depth=config.depth,
+            depth=config.depth, refine=config.refine,
             threshold_options={"alpha": config.alpha}, embedder=embedder,
             threads=config.threads, rng=ctx.child_rng("random-removal"), progress=ctx.progress,
             sweep_runner=ctx.run_sweep,  # one unit per fine-tuning cell: local or Ray, resumable

@@ -380,7 +380,7 @@ class FIHS:
         self, model: Any, data: Sequence[Any], *, tokenizer: Any = None
     ) -> torch.Tensor:
         """Per-example response-loss gradients on the kept slices ``[n, n_values_]`` (float32;
-        ``n_values_`` is 1 % of the rows' values: 6,240 per example on chat-s), in the order of
+        ``n_values_`` is 1 % of the rows' values: about 6,000 per example on chat-s), in the order of
         :attr:`direction_` — what a refined reference is re-estimated from."""
         self._check_fitted("kept_gradients")
         check_model(model, "FIHS.kept_gradients")

@@ -78,6 +78,13 @@ def _clone(fihs: FIHS) -> FIHS:
     )  # fmt: skip
 
 
+def _cosines(grads: Any, direction: Any) -> np.ndarray:
+    """Plain FIHS (concat cosine) of kept-slice gradients against the kept direction."""
+    from trustlab.methods.gradshield.fihs import fihs_from_gradients
+
+    return fihs_from_gradients(grads, direction)
+
+
 def _mask(value: Any, name: str, where: str) -> np.ndarray:
     """A 1-D boolean mask (0/1 numbers accepted)."""
     from trustlab.core.validation import as_float_array
@@ -103,6 +110,13 @@ class GradShield:
     the calibration half still calibrates the threshold. Scoring then costs two per-example
     gradients per example. Learned state: ``fihs_`` (plain), ``deep_`` (None when
     ``depth`` = 0), ``standardise_`` ((median, scale) per component).
+
+    ``refine`` (0: off): rounds of the self-trained reference
+    (:func:`~trustlab.methods.gradshield.refine.self_trained_scores`) — the data's own
+    examples above the conformal cut re-estimate the direction, per filtered set. Needs the
+    ``conformal`` rule and ``depth`` = 0; :meth:`filter` then differentiates each example once
+    and keeps its kept-slice gradient (:meth:`decide_gradients` takes precomputed ones).
+    Learned state then also ``calibration_grads_`` and ``slice_grads_``.
     """
 
     def __init__(
@@ -112,11 +126,13 @@ class GradShield:
         threshold: str = "conformal",
         threshold_options: dict[str, Any] | None = None,
         depth: int = 0,
+        refine: int = 0,
     ) -> None:
         self.fihs = fihs
         self.threshold = threshold
         self.threshold_options = threshold_options
         self.depth = depth
+        self.refine = refine
 
     def fit(self, model: Any, references: ReferenceSets, *, tokenizer: Any = None) -> GradShield:
         """Fit FIHS on the probes and the benign slice half; score the calibration half."""
@@ -127,8 +143,16 @@ class GradShield:
             )
         make_threshold(self.threshold, **(self.threshold_options or {}))  # checks the name early
         depth = check_scalar(self.depth, "depth", "GradShield", kind=int, lo=0)
+        refine = check_scalar(self.refine, "refine", "GradShield", kind=int, lo=0)
+        if refine and (depth or self.threshold != "conformal"):
+            raise InputError(
+                "GradShield(refine=...) works on the plain score with the 'conformal' rule: "
+                f"got depth={depth}, threshold={self.threshold!r}."
+            )
         start = time.perf_counter()
         fihs = self.fihs if self.fihs is not None else FIHS()
+        if refine and fihs.aggregate != "concat":
+            raise InputError("GradShield(refine=...) needs FIHS(aggregate='concat').")
         benign = list(references.benign_slices)
         fihs.fit(
             model, list(references.harmful), list(references.refusal), benign,
@@ -150,9 +174,16 @@ class GradShield:
                 med = float(np.median(ref))
                 scale = 1.4826 * float(np.median(np.abs(ref - med)))
                 self.standardise_.append((med, scale if scale > 0 else float(np.std(ref)) or 1.0))
-        self.calibration_scores_ = self._scores(
-            model, list(references.benign_calibration), tokenizer
-        )["fihs"]
+        if refine:
+            self.calibration_grads_ = fihs.kept_gradients(
+                model, list(references.benign_calibration), tokenizer=tokenizer
+            )
+            self.slice_grads_ = fihs.kept_gradients(model, benign, tokenizer=tokenizer)
+            self.calibration_scores_ = _cosines(self.calibration_grads_, fihs.direction_)
+        else:
+            self.calibration_scores_ = self._scores(
+                model, list(references.benign_calibration), tokenizer
+            )["fihs"]
         self.fit_seconds_ = time.perf_counter() - start
         return self
 
@@ -179,9 +210,31 @@ class GradShield:
         if not hasattr(self, "fihs_"):
             raise NotFittedError("This GradShield is not fitted yet; call 'fit' before 'filter'.")
         start = time.perf_counter()
+        if self.refine:
+            grads = self.fihs_.kept_gradients(model, data, tokenizer=tokenizer)
+            return self.decide_gradients(grads, seconds=time.perf_counter() - start)
         details = self._scores(model, data, tokenizer)
         scored = time.perf_counter() - start
         return self.decide(details["fihs"], seconds=scored, details=details)
+
+    def decide_gradients(self, grads: Any, *, seconds: float = 0.0) -> FilterResult:
+        """``refine`` > 0: the self-trained decision on precomputed kept-slice gradients of
+        one filtered set (``fihs_.kept_gradients``). ``info['fihs_plain']`` keeps the plain
+        FIHS; ``scores`` are the refined ones the cut reads."""
+        from trustlab.methods.gradshield.refine import self_trained_scores
+
+        if not hasattr(self, "slice_grads_"):
+            raise NotFittedError(
+                "decide_gradients needs a GradShield fitted with refine > 0; call 'fit' first."
+            )
+        alpha = (self.threshold_options or {}).get("alpha", 0.01)
+        plain = _cosines(grads, self.fihs_.direction_)
+        scores, _, cut = self_trained_scores(
+            grads, self.calibration_grads_, self.slice_grads_, self.fihs_.direction_,
+            rounds=self.refine, alpha=alpha,
+        )  # fmt: skip
+        info = {"rule": f"conformal, refine={self.refine}", "fihs_plain": plain}
+        return FilterResult("gradshield", scores, scores > cut, float(cut), seconds, info)
 
     def decide(
         self, scores: np.ndarray, *, seconds: float = 0.0, details: dict[str, Any] | None = None
@@ -189,6 +242,11 @@ class GradShield:
         """The threshold rule on precomputed FIHS ``scores`` (e.g. to compare rules)."""
         if not hasattr(self, "calibration_scores_"):
             raise NotFittedError("This GradShield is not fitted yet; call 'fit' before 'decide'.")
+        if self.refine:
+            raise InputError(
+                "GradShield(refine=...) decides per filtered set from kept-slice gradients: use "
+                "'filter' or 'decide_gradients', not 'decide'."
+            )
         rule = make_threshold(self.threshold, **(self.threshold_options or {}))
         scores = np.asarray(scores, dtype=np.float64)
         removed = rule.fit_remove(scores, self.calibration_scores_)

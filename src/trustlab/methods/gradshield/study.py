@@ -103,8 +103,11 @@ class _Scorers:
                  filters: Sequence[str], embedder: Any, threads: int) -> None:  # fmt: skip
         self.model, self.shield = model, shield
         self.fns: dict[str, Callable[[list[Any]], np.ndarray]] = {}
+        self.kept: Any = None  # refine > 0: the pool's kept-slice gradients
         if "gradshield" in filters or "random" in filters:
-            self.fns["gradshield"] = lambda data: shield.score(model, data)
+            self.fns["gradshield"] = (
+                self._kept_scores if shield.refine else lambda data: shield.score(model, data)
+            )
         if "gradsafe" in filters:
             gs = GradSafeScorer(threads=threads).fit(
                 model, list(refs.harmful), list(refs.benign_slices)
@@ -116,6 +119,12 @@ class _Scorers:
         if "moderation" in filters:
             mod = ModerationScorer(model)
             self.fns["moderation"] = mod.score
+
+    def _kept_scores(self, data: list[Any]) -> np.ndarray:
+        from trustlab.methods.gradshield.fihs import fihs_from_gradients
+
+        self.kept = self.shield.fihs_.kept_gradients(self.model, data)
+        return fihs_from_gradients(self.kept, self.shield.fihs_.direction_)
 
     def score_pool(self, examples: list[Any], timings: dict[str, float]) -> dict[str, np.ndarray]:
         import time
@@ -169,6 +178,7 @@ def run_study(
     threshold: str = "conformal",
     threshold_options: dict[str, Any] | None = None,
     depth: int = 0,
+    refine: int = 0,
     embedder: Any = None,
     threads: int = 1,
     rng: np.random.Generator | None = None,
@@ -196,8 +206,9 @@ def run_study(
     result = StudyResult()
     start = time.perf_counter()
     shield = GradShield(
-        fihs, threshold=threshold, threshold_options=threshold_options, depth=depth
-    )
+        fihs, threshold=threshold, threshold_options=threshold_options, depth=depth,
+        refine=refine,
+    )  # fmt: skip
     shield.fit(model, refs)
     result.calibration = shield.calibration_scores_
     scorers = _Scorers(model, refs, shield, settings.filters, embedder, threads)
@@ -243,6 +254,8 @@ def run_study(
                 if name == "none":
                     decisions[name] = FilterResult("none", np.full(len(data), np.nan),
                                                    np.zeros(len(data), dtype=bool))  # fmt: skip
+                elif name == "gradshield" and shield.refine:
+                    decisions[name] = shield.decide_gradients(scorers.kept[idx])
                 elif name == "gradshield":
                     decisions[name] = shield.decide(pool_scores["gradshield"][idx])
                 elif name in ("gradsafe", "embedding", "moderation"):
