@@ -157,3 +157,19 @@ def test_gemma_chat_trade_off_point_is_these_verdicts():
         measured = [bool(r[1]) for r in rows]
         assert abs(sum(measured) - sum(predicted)) <= 2, name
         assert f"{sum(measured)} of {len(rows)}" in section, name
+
+
+def test_the_documented_card_rates_are_the_recorded_cards():
+    """docs/organisms.md's table of the registered builds' cards shows the public-list rates
+    recorded in them (tests/fixtures/organism_public_cards.json, the record written by
+    `trustlab organisms evaluate-public`; the slow fresh-build test re-measures them)."""
+    cards = json.loads((ROOT / "tests/fixtures/organism_public_cards.json").read_text())
+    section = DOCS[DOCS.index("### The cards of the registered builds") :]
+    cards.pop("about")
+    assert set(cards) == {"smol-chat", "gemma-chat"}
+    for name, card in cards.items():
+        assert card["belongs_to"]["model_sha256"][:16] in section, name
+        for key, row in card["public_lists"].items():
+            assert row["lower"] <= row["rate"] <= row["upper"] and row["n"] > 0, (name, key)
+            shown = f"{row['rate']:.2f} [{row['lower']:.2f}, {row['upper']:.2f}]"
+            assert shown in section, (name, key, shown)

