@@ -19,8 +19,7 @@ asserted because it does not hold on this detector (hashing-LR, pre-registered h
 20 replicates: -9.45 points, -11.92 to -6.97, against adversarial-mixed; docs/methods/arao.md).
 The claim issue 35's Done-when item is measured on is on TF-IDF-LR with the ``axis-fixed``
 variant (seed 23, 20 replicates: +4.44 points, +2.95 to +5.92, against adversarial training);
-that run is ``tests/methods/test_arao_heldout.py`` (slow: its 3 CPU-minutes do not fit the
-acceptance budget).
+that run is ``tests/methods/test_arao_heldout.py`` (also acceptance).
 """
 
 from __future__ import annotations

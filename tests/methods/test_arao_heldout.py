@@ -8,8 +8,8 @@ ROC-AUC of none, random, adversarial, adversarial-balanced, adversarial-mixed) l
 the original-set change against no repair is above -2 points at its lower end. Measured:
 +4.44 (+2.95 to +5.92) points against ``adversarial``, original +0.10 (-0.00 to +0.19).
 
-``slow`` (about 3 CPU-minutes, a 20-replicate run): the acceptance budget has no room for it
-(issue 35's session-45 report); ``realdata`` because the claim is on the full corpus (AdvBench,
+``acceptance`` (about 3 CPU-minutes under load, a 20-replicate run; CI's acceptance session had
+≈865 s of headroom): the claim issue 35 is resolved on runs in CI. ``realdata`` because the claim is on the full corpus (AdvBench,
 StrongREJECT and the harmless split under ../shared/data), which the bundled fallback is not.
 """
 
@@ -22,7 +22,7 @@ import pytest
 from trustlab.core import run_experiment
 from trustlab.core.paths import shared_data_dir
 
-pytestmark = [pytest.mark.slow, pytest.mark.realdata]
+pytestmark = [pytest.mark.acceptance, pytest.mark.realdata]
 
 BASELINES = ("none", "random", "adversarial", "adversarial-balanced", "adversarial-mixed")
 
