@@ -658,6 +658,7 @@ def test_refined_gradshield_filters_by_the_self_trained_scores_of_its_own_set(ti
     """filter(refine=1) = self_trained_scores on the set's kept gradients; its plain FIHS is
     the unrefined score; refine needs the plain conformal setting and refuses 'decide'."""
     from trustlab.methods.gradshield.refine import self_trained_scores
+    from trustlab.methods.gradshield.thresholds import ConformalThreshold
 
     data = utility_examples(30, 4) + explicit_harmful_examples(10, 4)
     shield = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine=1,
@@ -671,7 +672,13 @@ def test_refined_gradshield_filters_by_the_self_trained_scores_of_its_own_set(ti
     s, _, cut = self_trained_scores(grads, shield.calibration_grads_, shield.slice_grads_,
                                     shield.fihs_.direction_, rounds=1, alpha=0.05)  # fmt: skip
     np.testing.assert_allclose(got.scores, s, atol=1e-9)
-    assert got.threshold == cut and np.array_equal(got.removed, s > cut)
+    assert got.threshold == cut
+    plain_cut = got.info["plain_threshold"]  # union (default): the plain cut's removals too
+    assert plain_cut == ConformalThreshold(0.05).fit(s, plain.calibration_scores_).threshold_
+    assert np.array_equal(got.removed, (s > cut) | (got.info["fihs_plain"] > plain_cut))
+    replace = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine=1,
+                         refine_mode="replace", threshold_options={"alpha": 0.05})  # fmt: skip
+    assert np.array_equal(replace.fit(tiny, refs).filter(tiny, data).removed, s > cut)
     with pytest.raises(InputError, match="decide_gradients"):
         shield.decide(got.scores)
     with pytest.raises(InputError, match="conformal"):

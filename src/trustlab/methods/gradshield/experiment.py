@@ -77,6 +77,11 @@ class GradShieldConfig(ExperimentConfig):
         "filtered set's own examples above the conformal cut (0: off; needs depth 0 and the "
         "conformal rule).",
     )  # fmt: skip
+    refine_mode: Literal["union", "replace"] = Field(
+        "union",
+        description="refine > 0: remove what the plain or the refined cut removes (union) or "
+        "by the refined cut only (replace; lost explicit examples on development mixes).",
+    )  # fmt: skip
     threshold_rule: Literal["conformal", "mixture", "otsu", "search"] = Field(
         "conformal", description="GradShield's adaptive threshold rule."
     )
@@ -218,7 +223,7 @@ def run(config: GradShieldConfig, ctx: RunContext) -> Report:
     with ctx.stage("study"), torch_runtime(config.threads):
         result = run_study(
             model, refs, sets, ft, settings, fihs=fihs, threshold=config.threshold_rule,
-            depth=config.depth, refine=config.refine,
+            depth=config.depth, refine=config.refine, refine_mode=config.refine_mode,
             threshold_options={"alpha": config.alpha}, embedder=embedder,
             threads=config.threads, rng=ctx.child_rng("random-removal"), progress=ctx.progress,
             sweep_runner=ctx.run_sweep,  # one unit per fine-tuning cell: local or Ray, resumable

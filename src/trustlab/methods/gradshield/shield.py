@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from trustlab.core.errors import InputError, NotFittedError
-from trustlab.core.validation import check_scalar
+from trustlab.core.validation import check_choice, check_scalar
 from trustlab.methods.gradshield.fihs import FIHS
 from trustlab.methods.gradshield.references import ReferenceSets
 from trustlab.methods.gradshield.thresholds import make_threshold
@@ -116,7 +116,10 @@ class GradShield:
     examples above the conformal cut re-estimate the direction, per filtered set. Needs the
     ``conformal`` rule and ``depth`` = 0; :meth:`filter` then differentiates each example once
     and keeps its kept-slice gradient (:meth:`decide_gradients` takes precomputed ones).
-    Learned state then also ``calibration_grads_`` and ``slice_grads_``.
+    ``refine_mode``: ``union`` (default) removes what the plain cut *or* the refined cut
+    removes — the refined direction alone lost explicit examples on development mixes;
+    ``replace`` removes by the refined cut only. Learned state then also
+    ``calibration_grads_`` and ``slice_grads_``.
     """
 
     def __init__(
@@ -127,12 +130,14 @@ class GradShield:
         threshold_options: dict[str, Any] | None = None,
         depth: int = 0,
         refine: int = 0,
+        refine_mode: str = "union",
     ) -> None:
         self.fihs = fihs
         self.threshold = threshold
         self.threshold_options = threshold_options
         self.depth = depth
         self.refine = refine
+        self.refine_mode = refine_mode
 
     def fit(self, model: Any, references: ReferenceSets, *, tokenizer: Any = None) -> GradShield:
         """Fit FIHS on the probes and the benign slice half; score the calibration half."""
@@ -144,6 +149,7 @@ class GradShield:
         make_threshold(self.threshold, **(self.threshold_options or {}))  # checks the name early
         depth = check_scalar(self.depth, "depth", "GradShield", kind=int, lo=0)
         refine = check_scalar(self.refine, "refine", "GradShield", kind=int, lo=0)
+        check_choice(self.refine_mode, "refine_mode", ("union", "replace"), "GradShield")
         if refine and (depth or self.threshold != "conformal"):
             raise InputError(
                 "GradShield(refine=...) works on the plain score with the 'conformal' rule: "
@@ -233,8 +239,16 @@ class GradShield:
             grads, self.calibration_grads_, self.slice_grads_, self.fihs_.direction_,
             rounds=self.refine, alpha=alpha,
         )  # fmt: skip
-        info = {"rule": f"conformal, refine={self.refine}", "fihs_plain": plain}
-        return FilterResult("gradshield", scores, scores > cut, float(cut), seconds, info)
+        removed = scores > cut
+        info: dict[str, Any] = {"rule": f"conformal, refine={self.refine} ({self.refine_mode})",
+                                "fihs_plain": plain}  # fmt: skip
+        if self.refine_mode == "union":
+            plain_cut = make_threshold("conformal", alpha=alpha).fit(
+                plain, self.calibration_scores_
+            ).threshold_
+            removed = removed | (plain > plain_cut)
+            info["plain_threshold"] = float(plain_cut)
+        return FilterResult("gradshield", scores, removed, float(cut), seconds, info)
 
     def decide(
         self, scores: np.ndarray, *, seconds: float = 0.0, details: dict[str, Any] | None = None

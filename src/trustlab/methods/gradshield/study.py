@@ -179,6 +179,7 @@ def run_study(
     threshold_options: dict[str, Any] | None = None,
     depth: int = 0,
     refine: int = 0,
+    refine_mode: str = "union",
     embedder: Any = None,
     threads: int = 1,
     rng: np.random.Generator | None = None,
@@ -207,7 +208,7 @@ def run_study(
     start = time.perf_counter()
     shield = GradShield(
         fihs, threshold=threshold, threshold_options=threshold_options, depth=depth,
-        refine=refine,
+        refine=refine, refine_mode=refine_mode,
     )  # fmt: skip
     shield.fit(model, refs)
     result.calibration = shield.calibration_scores_
