@@ -362,8 +362,8 @@ def record_public_lists(
     from trustlab.core.io import write_json_atomic
     from trustlab.core.paths import cache_lock
     from trustlab.core.validation import check_scalar
+    from trustlab.organisms.registry import build_lock_file, organism_dir, read_card
     from trustlab.organisms.registry import load as load_organism
-    from trustlab.organisms.registry import organism_dir, read_card
 
     if n is not None:
         n = check_scalar(n, "n", "record_public_lists", kind=int, lo=1)
@@ -380,8 +380,7 @@ def record_public_lists(
     weights = target / "model.safetensors"
     if not weights.is_file():
         raise InputError(f"record_public_lists: no model.safetensors in {target}.")
-    # the build's own lock (the registry's: <home>/.locks/organism-<name>.lock)
-    with cache_lock(target, lock=target.parent.parent / ".locks" / f"organism-{target.name}.lock"):
+    with cache_lock(target, lock=build_lock_file(target)):  # the build's own lock
         card = read_card(name, home)
         sha = _file_sha256(weights)
         cpu0 = time.process_time()

@@ -102,12 +102,18 @@ def build(
     if is_built(name, home) and not force:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    # lock files live in <home>/.locks (not among the built organisms) and hold no state
-    with cache_lock(target, lock=target.parent.parent / ".locks" / f"organism-{target.name}.lock"):
+    with cache_lock(target, lock=build_lock_file(target)):
         # another process may have finished this build while we waited for the lock
         if is_built(name, home) and not force:
             return target
         return _build_locked(spec, target, progress)
+
+
+def build_lock_file(target: Path) -> Path:
+    """The lock file a build (and anything rewriting the build's card) holds for the organism at
+    ``target``: ``<home>/.locks/organism-<name>.lock``, outside the folder of built organisms;
+    it holds no state."""
+    return target.parent.parent / ".locks" / f"organism-{target.name}.lock"
 
 
 def _build_locked(spec: OrganismSpec, target: Path, progress: Progress | None) -> Path:
