@@ -347,18 +347,23 @@ class FIHS:
             raise NotFittedError(f"This FIHS is not fitted yet; call 'fit' before '{step}'.")
 
     # -- scoring ----------------------------------------------------------------------------
-    def score_details(
-        self, model: Any, data: Sequence[Any], *, tokenizer: Any = None
-    ) -> dict[str, np.ndarray]:
-        """``fihs`` ``[n]``, the raw inner product ``dot`` = ⟨g_x, r⟩ on the kept slices (the
-        first-order harmfulness change per unit learning rate) and ``grad_norm`` ‖g_x‖ there."""
-        self._check_fitted("score")
-        check_model(model, "FIHS.score")
+    def _check_scoring(self, model: Any, data: Sequence[Any], step: str) -> list[Any]:
+        """Fitted, a model, valid data, and the model FIHS was fitted on; returns the data."""
+        self._check_fitted(step)
+        check_model(model, f"FIHS.{step}")
         data = self._check_data(data, "data", 1)
         if _fingerprint(model, self.score_params_) != self.fingerprint_:
             raise InputError(
                 "FIHS scores examples for the model it was fitted on; this model's weights differ."
             )
+        return data
+
+    def score_details(
+        self, model: Any, data: Sequence[Any], *, tokenizer: Any = None
+    ) -> dict[str, np.ndarray]:
+        """``fihs`` ``[n]``, the raw inner product ``dot`` = ⟨g_x, r⟩ on the kept slices (the
+        first-order harmfulness change per unit learning rate) and ``grad_norm`` ‖g_x‖ there."""
+        data = self._check_scoring(model, data, "score")
         index, direction, kept, aggregate = (
             self._sub_index,
             self.direction_,
@@ -382,13 +387,7 @@ class FIHS:
         """Per-example response-loss gradients on the kept slices ``[n, n_values_]`` (float32;
         ``n_values_`` is 1 % of the rows' values: about 6,000 per example on chat-s), in the order of
         :attr:`direction_` — what a refined reference is re-estimated from."""
-        self._check_fitted("kept_gradients")
-        check_model(model, "FIHS.kept_gradients")
-        data = self._check_data(data, "data", 1)
-        if _fingerprint(model, self.score_params_) != self.fingerprint_:
-            raise InputError(
-                "FIHS scores examples for the model it was fitted on; this model's weights differ."
-            )
+        data = self._check_scoring(model, data, "kept_gradients")
         index = self._sub_index
         return self._grads(
             model, data, tokenizer, list(self.score_params_), lambda g: g[:, index].float()
