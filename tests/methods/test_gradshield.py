@@ -669,10 +669,13 @@ def test_refined_gradshield_filters_by_the_self_trained_scores_of_its_own_set(ti
     np.testing.assert_allclose(got.info["fihs_plain"], plain.score(tiny, data), atol=1e-5)
     np.testing.assert_allclose(shield.calibration_scores_, plain.calibration_scores_, atol=1e-5)
     grads = shield.fihs_.kept_gradients(tiny, data)
-    s, _, cut = self_trained_scores(grads, shield.calibration_grads_, shield.slice_grads_,
-                                    shield.fihs_.direction_, rounds=1, alpha=0.05)  # fmt: skip
+    s, cal, cut = self_trained_scores(grads, shield.calibration_grads_, shield.slice_grads_,
+                                      shield.fihs_.direction_, rounds=1, alpha=0.05)  # fmt: skip
     np.testing.assert_allclose(got.scores, s, atol=1e-9)
     assert got.threshold == cut
+    # the calibration the refined cut was read from travels with the result (the histogram)
+    np.testing.assert_allclose(got.info["calibration_scores"], cal, atol=1e-12)
+    assert cut == ConformalThreshold(0.05).fit(s, got.info["calibration_scores"]).threshold_
     plain_cut = got.info["plain_threshold"]  # union (default): the plain cut's removals too
     assert plain_cut == ConformalThreshold(0.05).fit(s, plain.calibration_scores_).threshold_
     assert np.array_equal(got.removed, (s > cut) | (got.info["fihs_plain"] > plain_cut))

@@ -343,25 +343,26 @@ def _figures(report: Any, pooled: Sequence[dict[str, Any]], result: StudyResult,
         ax = axes[0, j]
         part = result.scores[(seed, kind, top)]
         s, y = part["gradshield"], part["harmful"]
-        bins = np.linspace(
-            min(s.min(), result.calibration.min()), max(s.max(), result.calibration.max()), 50
-        )  # type: ignore[union-attr]
+        # refine: the calibration half scored against this set's refined direction
+        cal = part.get("gradshield_calibration", result.calibration)
+        bins = np.linspace(min(s.min(), cal.min()), max(s.max(), cal.max()), 50)
         ax.hist(s[~y], bins=bins, alpha=0.6, label="benign (in the mix)")
         ax.hist(s[y], bins=bins, alpha=0.6, label=f"{kind} harmful")
-        ax.hist(
-            result.calibration, bins=bins, histtype="step", color="0.2", label="trusted calibration"
-        )  # type: ignore[arg-type]
+        ax.hist(cal, bins=bins, histtype="step", color="0.2", label="trusted calibration")
         thr = _row(result, seed, kind, top, "gradshield")["threshold"]
         if np.isfinite(thr):
             ax.axvline(
                 thr, color="C3", ls="--", label=f"adaptive threshold ({config.threshold_rule})"
             )
         ax.set_yscale("log")
-        ax.set_xlabel("FIHS")
+        ax.set_xlabel("FIHS" if "gradshield_calibration" not in part
+                      else f"FIHS, refined direction (refine={config.refine})")
         ax.set_ylabel("examples")
         ax.set_title(f"{kind}, {100 * top:.0f} % harmful, seed {seed}")
         ax.legend(fontsize=7)
     report.figure("fihs_histograms", fig, caption="FIHS of benign and harmful examples of the "
                   "largest-fraction mix, the trusted calibration sample and the adaptive "
-                  "threshold.", alt="Histograms of FIHS scores: benign and harmful examples, "
+                  "threshold (with refine: scores and calibration against that set's refined "
+                  "direction, its refined cut; the union mode also removes what the plain cut "
+                  "removes, which this axis does not show).", alt="Histograms of FIHS scores: benign and harmful examples, "
                   "with the adaptive threshold drawn as a dashed line.")  # fmt: skip

@@ -226,7 +226,8 @@ class GradShield:
     def decide_gradients(self, grads: Any, *, seconds: float = 0.0) -> FilterResult:
         """``refine`` > 0: the self-trained decision on precomputed kept-slice gradients of
         one filtered set (``fihs_.kept_gradients``). ``info['fihs_plain']`` keeps the plain
-        FIHS; ``scores`` are the refined ones the cut reads."""
+        FIHS; ``scores`` are the refined ones the cut reads, ``info['calibration_scores']`` the
+        trusted calibration half's scores against the same refined direction."""
         from trustlab.methods.gradshield.refine import self_trained_scores
 
         if not hasattr(self, "slice_grads_"):
@@ -235,13 +236,13 @@ class GradShield:
             )
         alpha = (self.threshold_options or {}).get("alpha", 0.01)
         plain = _cosines(grads, self.fihs_.direction_)
-        scores, _, cut = self_trained_scores(
+        scores, calibration, cut = self_trained_scores(
             grads, self.calibration_grads_, self.slice_grads_, self.fihs_.direction_,
             rounds=self.refine, alpha=alpha,
         )  # fmt: skip
         removed = scores > cut
         info: dict[str, Any] = {"rule": f"conformal, refine={self.refine} ({self.refine_mode})",
-                                "fihs_plain": plain}  # fmt: skip
+                                "fihs_plain": plain, "calibration_scores": calibration}  # fmt: skip
         if self.refine_mode == "union":
             plain_cut = make_threshold("conformal", alpha=alpha).fit(
                 plain, self.calibration_scores_

@@ -272,6 +272,11 @@ def run_study(
                 **{n: d.scores for n, d in decisions.items() if n in SCORED},
                 "harmful": labels,
             }
+            shielded = decisions.get("gradshield")
+            if shielded is not None and "calibration_scores" in shielded.info:
+                # refine: this set's scores use a direction of its own, so does its calibration
+                result.scores[(seed, *key)]["gradshield_calibration"] = (
+                    shielded.info["calibration_scores"])  # fmt: skip
             cells += [(seed, key, name, labels, decisions[name], data) for name in settings.filters]
     # One work unit per distinct fine-tuning set (issue 36): filters that keep the same examples
     # of the same mix share one cell. A unit loads the base model from its spec (a Ray worker)
