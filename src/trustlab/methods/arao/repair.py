@@ -133,7 +133,7 @@ def augment(
 ) -> Augmentation:
     """The augmentation of one repair (see the module docstring); ``labels`` are 0/1;
     ``mass`` (``axis-weighted``, ``axis-soft``): attributed mass per (axis index, sign), see
-    :func:`~trustlab.methods.arao.attribution.attributed_mass`."""
+    :meth:`~trustlab.methods.arao.attribution.Attribution.mass`."""
     where = "augment"
     items = check_texts(texts, "texts", where)
     y = [int(v) for v in labels]
