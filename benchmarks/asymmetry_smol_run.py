@@ -3,7 +3,9 @@ on encoded benign data, with its learning curve, the development gate, and (only
 passes) the held-out protocol. docs/methods/asymmetry.md ("smol-chat", session 45) gives the
 settings, fixed before the run, and the measured figures.
 
-    python benchmarks/asymmetry_smol_run.py --transform rot13 --out runs/asym_smol
+    python benchmarks/asymmetry_smol_run.py --transform caesar --out runs/asymmetry_smol_run
+
+(those are the defaults, so ``make bench`` runs it too: about 1,340 CPU-s).
 
 Costs (session 45, one thread): about 3 CPU-s per LoRA step of 4 on all layers, 10-20 CPU-s
 per learning-curve point, a few CPU-minutes for the held-out protocol. Writes ``curve.json``
@@ -24,8 +26,9 @@ import numpy as np
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--transform", required=True)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--transform", default="caesar",
+                    help="default: session 45's screen's choice (docs/methods/asymmetry.md)")
+    ap.add_argument("--out", default="runs/asymmetry_smol_run")
     ap.add_argument("--model", default="organism:smol-chat")
     ap.add_argument("--steps", type=int, default=0, help="0: fit --cpu-budget (max --max-steps)")
     ap.add_argument("--cpu-budget", type=float, default=2400.0)
