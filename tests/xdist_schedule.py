@@ -34,7 +34,7 @@ COSTS: dict[str, float] = {
     "tests/methods/test_rheology.py": 53,
     "tests/methods/test_flowreach_acceptance.py": 35,
     "tests/methods/test_asymmetry_acceptance.py": 34,
-    "tests/methods/test_arao_heldout.py": 120,  # 167 CPU-s under load here, not yet run on CI
+    "tests/methods/test_arao_heldout.py": 166,
     "tests/methods/test_arao_acceptance.py": 30,
     "tests/methods/test_isc_acceptance.py": 27,
     "tests/methods/test_geobias_acceptance.py": 23,

@@ -102,3 +102,17 @@ def test_figures_never_touch_pyplot_or_the_global_backend(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
     assert (tmp_path / "figures" / "f.png").stat().st_size > 1000
+
+
+def test_grouped_bars_whiskers_span_each_interval_also_for_one_group():
+    """One group: matplotlib must not read a size-1 whisker row as a scalar (a NumPy
+    deprecation that a future NumPy turns into an error); the whiskers end at lo and hi."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = grouped_bars(["g"], {"a": Series([0.5], lo=[0.4], hi=[0.7]),
+                                   "b": Series([0.6], lo=[0.2], hi=[0.9])}, ylabel="y")  # fmt: skip
+    ends = sorted(float(y) for c in fig.axes[0].collections for seg in c.get_segments()
+                  for y in seg[:, 1])  # fmt: skip
+    assert ends == pytest.approx([0.2, 0.4, 0.7, 0.9])

@@ -229,7 +229,9 @@ def grouped_bars(
         if s.lo is not None:
             low = np.clip(s.y - s.lo, 0, None)
             high = np.clip(s.hi - s.y, 0, None)
-            yerr = np.vstack([low, high])
+            # nested lists, not a (2, n) array: for one group matplotlib would read a size-1 row
+            # as a scalar (a NumPy deprecation, an error in a future NumPy)
+            yerr = [low.tolist(), high.tolist()]
         ax.bar(pos, s.y, width=width * 0.95, color=f"C{i % 10}", label=name, yerr=yerr,
                capsize=2.5, error_kw={"lw": 0.8})
         ys.append(np.asarray(s.y))
