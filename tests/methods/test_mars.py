@@ -363,3 +363,25 @@ def test_calibrated_gate_places_neutral_images_as_the_inputs_are_placed(llava, l
         mm = m.with_settings(recenter=recenter)
         t = mm.positions_from_activations(acts, prompts)
         assert mm.gate_threshold_ == pytest.approx(float(torch.quantile(t, 0.8)), abs=1e-9)
+
+
+def test_no_recentering_can_share_mars_gate_so_it_differs_by_re_centring_alone(llava, llava_mars):
+    typed = _typed(WORDS_B, 8)
+    m = llava_mars.with_settings(gate="calibrated", gate_quantile=1.0)
+    m.calibration_ = {**m.calibration_, "harmless": m._acts(llava, typed)}  # as select sets it
+    recal = ablations(m)["no-recentering"]
+    shared = ablations(m, recentering_gate="shared")["no-recentering"]
+    assert not recal.recenter and not shared.recenter and shared.gated
+    assert shared.gate_threshold_ == pytest.approx(m.gate_threshold_, abs=1e-12)
+    # recalibrated: the neutral images enter at their raw positions, so tau moves with the offset
+    layer, d = 1, float(m.distance_[1])
+    raw = torch.cat([m.calibration_["harmless"][:, layer], m.calibration_["neutral"][:, layer]])
+    want = float(((raw - m.mu_safe_[layer]) @ m.direction_[layer] / d).max())
+    assert recal.gate_threshold_ == pytest.approx(want, abs=1e-9)
+    assert recal.gate_threshold_ != pytest.approx(shared.gate_threshold_, abs=1e-6)
+    # the shared arm steers exactly the inputs whose raw position passes MARS's threshold
+    fresh = neutral_prompts(["Describe the image."], 8, seed=5, size=32)
+    t_raw = recal.positions(llava, fresh)
+    assert torch.equal(shared.strengths(llava, fresh) > 0, t_raw > m.gate_threshold_)
+    with pytest.raises(InputError, match="recentering_gate"):
+        ablations(m, recentering_gate="frozen")

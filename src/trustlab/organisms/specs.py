@@ -246,6 +246,26 @@ SPECS: dict[str, OrganismSpec] = {
                     "zero_init": True, "train_correction": False, "harmful_share": 0.0},
         ),
         OrganismSpec(
+            name="vlm-s-gap",
+            description=(
+                "vlm-s-reads plus a fixed modality-type embedding (3x a word embedding's norm, "
+                "seeded random direction) added to every image vector, neutral colour fields "
+                "included. Measured: a wider gap, but the offset at mars's readout is nearly "
+                "orthogonal to the textual refusal direction (docs/organisms.md, 'A modality "
+                "offset')."
+            ),
+            kind="vision-language",
+            corpora=("chat", "vision"),
+            base="chat-s",
+            # measured (registry build, session 46): 224 CPU-s; image compliance (read) 0.76
+            train=TrainSettings(steps=1000, batch_size=32, lr=2e-3, word_dropout=0.0),
+            targets=_VLM_TARGETS,
+            slow=True,
+            vision={"reader_steps": 1200, "n_image_train": 3000, "n_heldout": 100,
+                    "zero_init": True, "train_correction": False, "harmful_share": 0.0,
+                    "modality_scale": 3.0},
+        ),
+        OrganismSpec(
             name="vit-xs",
             description=(
                 "A 3-layer, width-64 ViT (transformers ViTForImageClassification, 32 x 32 "

@@ -83,6 +83,11 @@ VISION_DEFAULTS: dict[str, Any] = {
     "train_correction": True,
     "train_global": True,
 }
+# Further settings read with a default (not listed above, so the other organisms' cards keep
+# their bytes): "modality_scale" (0.0: none), the norm of a fixed modality-type embedding added
+# to every vector of every image, in units of the mean input-embedding norm of the language
+# model's words; its direction is a seeded random draw from its own generator (the other
+# weights' draws are unchanged). vlm-s-gap sets it (docs/organisms.md, "A modality offset").
 
 
 # ---------------------------------------------------------------------------------------------
@@ -397,6 +402,8 @@ def save_vlm(out: Path, lm_model: Any, tokenizer: Any, encoder: CellEncoder, sty
         "tokens_per_image": "1 + filled cells",
         "render_style": asdict(style),
     }
+    if encoder.modality is not None:  # only then: the other organisms' configs keep their bytes
+        config["modality"] = True
     (out / CONFIG_FILE).write_text(json.dumps(config, indent=1), encoding="utf-8")
 
 
@@ -412,7 +419,8 @@ def load_vlm(path: str | Path, *, dtype: Any = None, device: str | None = None, 
         raise DataError(f"{path} holds no vision-language organism (no {CONFIG_FILE}).")
     config = json.loads(config_path.read_text(encoding="utf-8"))
     text = load_hf(path, dtype=dtype, device=device)
-    encoder = CellEncoder(config["classes"], config["d_model"], tuple(config["hidden"]))
+    encoder = CellEncoder(config["classes"], config["d_model"], tuple(config["hidden"]),
+                          modality=bool(config.get("modality", False)))  # fmt: skip
     encoder.load_state_dict(load_file(str(path / ENCODER_FILE)))
     encoder.to(device=text.device, dtype=text.dtype).eval()
     return as_vision_language_model(text.model, text.tokenizer, encoder, spec or f"hf:{path}")
@@ -420,6 +428,14 @@ def load_vlm(path: str | Path, *, dtype: Any = None, device: str | None = None, 
 
 # ---------------------------------------------------------------------------------------------
 # build
+
+
+def _modality_embedding(scale: float, embeddings: torch.Tensor, seed: int) -> torch.Tensor:
+    """The fixed modality-type embedding: a seeded random direction (its own generator, so the
+    other weights' draws are unchanged) of norm ``scale`` x the mean word-embedding norm."""
+    draw = torch.Generator().manual_seed(seed + 0x30D)
+    direction = torch.randn(embeddings.shape[1], generator=draw, dtype=embeddings.dtype)
+    return direction / direction.norm() * scale * float(embeddings.norm(dim=-1).mean())
 
 
 def build_vlm(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str, Any]:
@@ -430,6 +446,10 @@ def build_vlm(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str, 
 
     assert spec.train is not None
     settings = {**VISION_DEFAULTS, **(spec.vision or {})}
+    modality_scale = float(settings.get("modality_scale", 0.0))
+    if modality_scale < 0:
+        raise DataError(f"Organism {spec.name!r}: vision setting modality_scale must be >= 0. "
+                        f"Got {modality_scale!r}.")  # fmt: skip
     base_dir = build(spec.base)  # the chat organism the language model starts from
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -450,7 +470,8 @@ def build_vlm(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str, 
         embeddings = lm_model.get_input_embeddings().weight.detach().clone()
         with torch.random.fork_rng(devices=[]):  # nn.Linear's default biases use the global RNG
             torch.manual_seed(spec.seed)
-            encoder = CellEncoder(reader_classes(tokenizer), lm_model.config.hidden_size)
+            encoder = CellEncoder(reader_classes(tokenizer), lm_model.config.hidden_size,
+                                  modality=modality_scale > 0)  # fmt: skip
         with torch.no_grad():
             for p in encoder.parameters():
                 if p.dim() > 1:
@@ -459,6 +480,8 @@ def build_vlm(spec: OrganismSpec, out: Path, progress: Any = None) -> dict[str, 
                 for layer in (encoder.proj, encoder.glob):
                     layer.weight.zero_()
                     layer.bias.zero_()
+            if modality_scale > 0:
+                encoder.modality.copy_(_modality_embedding(modality_scale, embeddings, spec.seed))
         stats = train_reader(encoder, tokenizer, embeddings, settings, generator, rng, style, progress)
         train_images = [e for e in corpus if e.split == "train"]
         stats.update(train_vision_language(lm_model, encoder, tokenizer, train_images, chat.train,

@@ -14,7 +14,11 @@ for an empty cell), plus a learned linear correction ``proj(h)`` and a learned p
 position vector. ``proj`` and ``glob`` are zero at construction; ``build_vlm`` overwrites them
 with its seeded initialisation unless the organism's ``vision`` settings say ``zero_init`` (and
 ``train_correction: False`` keeps ``proj`` at zero: docs/organisms.md, "What the image path
-carries").
+carries"). With ``modality=True`` the encoder also holds a fixed *modality-type embedding*
+(a buffer, set by ``build_vlm`` from the ``modality_scale`` setting) added to every vector of
+every image, the image vector included (as ViLT's modality-type embedding, or a projector bias
+frozen after pre-training): image inputs then sit at an offset from typed ones that a
+content-free image carries too (docs/organisms.md, "A modality offset").
 
 An image becomes one *image vector* (a projection of the mean cell feature: what the whole
 picture looks like, e.g. a neutral colour field) followed by the vectors of its non-empty cells
@@ -105,7 +109,8 @@ class CellEncoder(nn.Module):
     docstring. ``classes``: what a cell can show (``""`` = empty, ``"<colour> <kind>"`` =
     a shape, else a visible word)."""
 
-    def __init__(self, classes: Sequence[str], d_model: int, hidden: tuple[int, int] = (512, 256)):
+    def __init__(self, classes: Sequence[str], d_model: int, hidden: tuple[int, int] = (512, 256),
+                 modality: bool = False):  # fmt: skip
         super().__init__()
         self.classes = list(classes)
         self.n_cells = GRID[0] * GRID[1]
@@ -124,6 +129,8 @@ class CellEncoder(nn.Module):
         with torch.no_grad():
             self.glob.weight.zero_()
             self.glob.bias.zero_()
+        # only when asked: the other organisms' state dicts (and so their files) stay as they were
+        self.register_buffer("modality", torch.zeros(d_model) if modality else None)
 
     @staticmethod
     def cells(pixels: torch.Tensor) -> torch.Tensor:
@@ -147,6 +154,9 @@ class CellEncoder(nn.Module):
         reading = torch.softmax(self.head(features), -1) @ self.class_vectors
         cells = reading + self.proj(features) + self.pos
         image = self.glob(features.mean(1))
+        if self.modality is not None:
+            cells = cells + self.modality
+            image = image + self.modality
         return [torch.cat([image[b : b + 1], cells[b][filled[b]]], 0) for b in range(len(cells))]
 
     def forward(self, pixels: torch.Tensor) -> list[torch.Tensor]:

@@ -699,15 +699,27 @@ class MarsSteering(RowSteering):
         return hashlib.sha256(f"mars|{self.site}|{self.positions}|{base}".encode()).hexdigest()
 
 
-def ablations(mars: MARS) -> dict[str, MARS]:
-    """The five ablations of a selected MARS (names in :data:`ABLATIONS`)."""
+def ablations(mars: MARS, *, recentering_gate: str = "recalibrated") -> dict[str, MARS]:
+    """The five ablations of a selected MARS (names in :data:`ABLATIONS`).
+
+    ``recentering_gate``: the gate of ``no-recentering`` when MARS's gate is calibrated.
+    ``"recalibrated"``: recalibrated on the known-safe inputs' raw (not re-centred) positions --
+    with image prompts among them (the neutral colour fields, ``known_safe`` images) the
+    threshold then moves with a constant image offset, which re-centres the gate through the
+    back door. ``"shared"``: MARS's own threshold (the arm differs from MARS by re-centring
+    alone: one switch)."""
     if not isinstance(mars, MARS):
         raise InputError(
             f"The 'mars' parameter of ablations must be a MARS. Got {type(mars).__name__}."
         )
+    check_choice(recentering_gate, "recentering_gate", ("recalibrated", "shared"), "ablations")
     mars._check_selected("ablations")
+    no_recentering = mars.with_settings(recenter=False, name="no-recentering")
+    if recentering_gate == "shared" and mars.gated:
+        no_recentering = no_recentering.with_settings(gate="fixed",
+                                                      gate_threshold=mars.gate_threshold_)
     return {
-        "no-recentering": mars.with_settings(recenter=False, name="no-recentering"),
+        "no-recentering": no_recentering,
         "fixed-strength": mars.with_settings(strength="fixed", name="fixed-strength"),
         "ungated": mars.with_settings(gated=False, name="ungated"),
         "wrong-layer": mars.with_settings(layer=mars.worst_layer_, name="wrong-layer")

@@ -89,6 +89,12 @@ class MarsConfig(ExperimentConfig):
                            "separate draw of scene questions, disjoint from the evaluation "
                            "items) whose positions join the calibrated gate's known-safe "
                            "inputs; 0: none (gate='calibrated' only).")  # fmt: skip
+    recentering_gate: Literal["recalibrated", "shared"] = Field(
+        "recalibrated", description="The no-recentering ablation's calibrated gate: "
+        "'recalibrated' on the known-safe inputs' raw positions (image prompts among them absorb "
+        "a constant image offset into the threshold), 'shared': MARS's own threshold (the arm "
+        "differs from MARS by re-centring alone)."
+    )  # fmt: skip
     anchor: Literal["safe", "paired"] = Field(
         "paired", description="Re-centring anchor: 'safe' maps the neutral image prompts onto the "
         "typed safe centroid, 'paired' onto the same prompts typed without their images "
@@ -285,11 +291,11 @@ def build_prompts(config: MarsConfig, model: Any, ctx: RunContext) -> dict[str, 
     return out
 
 
-def _arms(mars: Any) -> dict[str, Any]:
+def _arms(mars: Any, recentering_gate: str = "recalibrated") -> dict[str, Any]:
     from trustlab.methods.mars import ablations
 
     arms: dict[str, Any] = {"none": None, "mars": mars}
-    arms.update(ablations(mars))
+    arms.update(ablations(mars, recentering_gate=recentering_gate))
     return arms
 
 
@@ -332,7 +338,7 @@ def run_study(config: MarsConfig, ctx: RunContext) -> Report:
                 max_layer_fraction=config.max_layer_fraction, batch_size=config.batch_size,
             ).fit(model, data["fit_harmful"], data["fit_harmless"], data["neutral"])  # fmt: skip
             mars.select(model, data["val_harmful"], data["val_harmless"], data["known_safe"])
-        arms = _arms(mars)
+        arms = _arms(mars, config.recentering_gate)
         sets = data["sets"]
         with ctx.stage("positions"):
             positions, layer_acts = {}, {}
@@ -410,6 +416,9 @@ def _write(report: Report, config: MarsConfig, mars: Any, arms: dict[str, Any],
     for k in ("layer", "trust_radius", "centroid_distance", "offset_along_direction",
               "gate_threshold"):
         report.metric(f"mars_{k}", summary[k], description=f"MARS's fitted {k.replace('_', ' ')}.")
+    report.metric("no_recentering_gate_threshold", arms["no-recentering"].gate_threshold_,
+                  description="The no-recentering ablation's tau (config recentering_gate: "
+                  f"{config.recentering_gate}).")  # fmt: skip
     report.table("layer_selection", mars.layer_table_,
                  caption="Layer criterion on the typed validation split: the smallest trust radius "
                  f"that turns >= {config.target_refusal:.0%} of harmless prompts into refusals "
