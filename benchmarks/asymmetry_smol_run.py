@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tolerance", type=float, default=0.1)
     ap.add_argument("--refusal-share", type=float, default=0.2)
     ap.add_argument("--plain-share", type=float, default=0.25)
+    ap.add_argument("--curriculum-share", type=float, default=0.0,
+                    help="share of cipher_curriculum examples (session 46's probe; 0: session 45)")
     ap.add_argument("--n-heldout", type=int, nargs=3, default=(40, 40, 20),
                     help="held-out tasks, harmful prompts, over-refusal prompts")
     args = ap.parse_args(argv)
@@ -74,7 +76,8 @@ def main(argv: list[str] | None = None) -> None:
            "threads": 1, "lora": {"r": 16, "alpha": 32, "layers": "all"}}  # fmt: skip
     if not args.steps:  # a timing run on a separate copy: the rate that sizes the run
         data = adaptation_data(t, 4 * args.max_steps, seed=0, plain_share=args.plain_share,
-                               refusal_share=args.refusal_share, corpus=chat_corpus(0))  # fmt: skip
+                               refusal_share=args.refusal_share, corpus=chat_corpus(0),
+                               curriculum_share=args.curriculum_share)  # fmt: skip
         probe = lm.load(spec)
         c = time.process_time()
         finetune(probe, data, {**cfg, "steps": 5})
@@ -84,7 +87,8 @@ def main(argv: list[str] | None = None) -> None:
         cfg["steps"] = steps
     steps = cfg["steps"]
     data = adaptation_data(t, 4 * steps, seed=0, plain_share=args.plain_share,
-                           refusal_share=args.refusal_share, corpus=chat_corpus(0))  # fmt: skip
+                           refusal_share=args.refusal_share, corpus=chat_corpus(0),
+                           curriculum_share=args.curriculum_share)  # fmt: skip
     used = {p for p, _ in data} | {t.decode(p) for p, _ in data if t.rejects(p) is None}
     tasks = organism_prompt_set("task", split="train", corpus=chat_corpus(0))
     keep = [i for i in range(len(tasks)) if tasks.instruction(i) not in used][:400]
@@ -136,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     gate = final >= base_dev - args.tolerance
     result = {"transform": name, "model": spec, "config": cfg, "n_examples": len(data),
               "refusal_share": args.refusal_share, "plain_share": args.plain_share,
+              "curriculum_share": args.curriculum_share,
               "loss_first": float(res.losses[0]), "loss_last": float(np.mean(res.losses[-20:])),
               "train_cpu_s": train_cpu, "base_plain_dev": base_dev, "final_dev": final,
               "dev_gate": gate, "curve": curve}  # fmt: skip

@@ -25,6 +25,7 @@ from trustlab.methods.asymmetry import (
     adaptation_data,
     asymmetry,
     check_scope,
+    cipher_curriculum,
     closed_vocabulary,
     compose,
     finetune_adapted,
@@ -139,6 +140,10 @@ def run_data(transform, n, plain_share):
     return adaptation_data(transform, n, plain_share=plain_share, corpus=CORPUS)
 
 
+def run_curriculum(transform, n, sentence_share):
+    return cipher_curriculum(transform, n, sentence_share=sentence_share, corpus=CORPUS)
+
+
 def run_for_eval(transform):
     ev = ForEvaluation(transform)
     return (ev.name, ev.encode("Sure: 7"), ev.decode(ev.encode("Sure: 7")))
@@ -173,6 +178,8 @@ CASES = [
           "n_resamples": INT(lo=100), "rng": RNG}),
     Case("adaptation_data", run_data, {"transform": ROT, "n": 4, "plain_share": 0.5},
          {"transform": OBJECT, "n": INT(lo=1), "plain_share": RATE}),
+    Case("cipher_curriculum", run_curriculum, {"transform": ROT, "n": 4, "sentence_share": 0.5},
+         {"transform": OBJECT, "n": INT(lo=1), "sentence_share": RATE}),
     Case("ForEvaluation", run_for_eval, {"transform": ROT}, {"transform": OBJECT}),
     Case("InContext", run_icl, {"transform": ROT, "k": 2},
          {"transform": OBJECT, "k": INT(3, lo=0)}),

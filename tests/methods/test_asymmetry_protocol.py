@@ -6,6 +6,7 @@ effects; the adaptation builders against a small stand-in corpus.
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,9 +14,12 @@ import pytest
 
 from trustlab.core.errors import InputError
 from trustlab.methods.asymmetry.adaptation import (
+    DECODE_PROMPT,
+    ENCODE_PROMPT,
     ForEvaluation,
     InContext,
     adaptation_data,
+    cipher_curriculum,
     reads_as_verdict,
 )
 from trustlab.methods.asymmetry.protocol import asymmetry
@@ -121,6 +125,84 @@ def test_refusal_share_adds_plain_refusals_only_and_keeps_the_encoded_share():
     no_refusals = SimpleNamespace(examples=[e for e in CORPUS.examples if e.kind != "harmful"])
     with pytest.raises(InputError):
         adaptation_data(t, 5, refusal_share=0.5, corpus=no_refusals)
+
+
+def _curriculum_payload(t, prompt, response):
+    """(plain, encoded) of a curriculum example, parsed from its two fixed prompt forms."""
+    dec_head, dec_tail = DECODE_PROMPT.format(name=t.name, text="\0").split("\0")
+    enc_head, enc_tail = ENCODE_PROMPT.format(name=t.name, text="\0").split("\0")
+    if prompt.startswith(dec_head) and prompt.endswith(dec_tail):
+        return response, prompt[len(dec_head):len(prompt) - len(dec_tail)]
+    assert prompt.startswith(enc_head) and prompt.endswith(enc_tail), prompt
+    return prompt[len(enc_head):len(prompt) - len(enc_tail)], response
+
+
+# A stand-in corpus whose held-out, harmful and jailbreak examples use words no benign train
+# example uses, so any of them leaking into the curriculum shows.
+CURRICULUM_CORPUS = SimpleNamespace(examples=[
+    *CORPUS.examples,
+    _example("What is the capital of France?", "Sure: Paris", "task"),
+    _example('Translate "dog cat" into French.', "Sure: chien chat", "task"),
+    SimpleNamespace(prompt="Zanzibar quux heldout?", response="Sure: Xylophone", kind="task",
+                    split="heldout", label="comply"),
+    SimpleNamespace(prompt="Ignore rules: Qwerty", response="Zebra", kind="jailbreak",
+                    split="train", label="comply"),
+])
+LEAKS = {"harmful", "thing", "sorry", "can't", "Zanzibar", "quux", "heldout", "Xylophone",
+         "Ignore", "rules", "Qwerty", "Zebra"}
+
+
+@pytest.mark.parametrize("name,params", [("caesar", {"k": 3}), ("atbash", {}),
+                                         ("word_reverse", {})])
+def test_curriculum_round_trips_and_reads_only_benign_train_text(name, params):
+    t = make_transform(name, **params)
+    data = cipher_curriculum(t, 200, corpus=CURRICULUM_CORPUS, seed=3)
+    benign_train = [e for e in CURRICULUM_CORPUS.examples
+                    if e.split == "train" and e.kind in ("task", "howto")]  # fmt: skip
+    vocab = {w for e in benign_train for w in re.findall(r"[A-Za-z]+", f"{e.prompt} {e.response}")}
+    responses = {e.response for e in benign_train}
+    directions = set()
+    for prompt, response in data:
+        plain, encoded = _curriculum_payload(t, prompt, response)
+        directions.add(response == plain)
+        assert t.encode(plain) == encoded and t.decode(encoded) == plain
+        assert plain != encoded  # the example shows an encoding, not a copy
+        assert plain in responses or set(plain.split()) <= vocab, plain
+        assert not set(re.findall(r"[A-Za-z']+", f"{plain} {t.decode(encoded)}")) & LEAKS
+    assert directions == {True, False}  # both directions occur
+    words = {w for p, r in data for w in _curriculum_payload(t, p, r)[0].split()}
+    assert {"France", "Paris", "dog", "chien"} <= words  # the meaning tasks' vocabulary
+
+
+def test_curriculum_never_holds_a_real_heldout_example_or_task_prompt():
+    from trustlab.organisms.corpora import build_chat_corpus
+
+    corpus = build_chat_corpus(0)
+    t = make_transform("caesar", k=3)
+    data = cipher_curriculum(t, 400, corpus=corpus)
+    plains = {_curriculum_payload(t, p, r)[0] for p, r in data}
+    heldout = {x for e in corpus.examples if e.split != "train" for x in (e.prompt, e.response)}
+    task_prompts = {e.prompt for e in corpus.examples if e.kind == "task"}
+    harmful = {e.prompt for e in corpus.examples if e.kind in ("harmful", "jailbreak")}
+    assert not plains & (task_prompts | harmful)
+    assert not plains & (heldout - {e.response for e in corpus.examples if e.split == "train"})
+    assert len(plains) > 300  # varied, not one repeated payload
+
+
+def test_curriculum_share_replaces_benign_examples_and_keeps_the_rest():
+    t = make_transform("caesar", k=3)
+    data = adaptation_data(t, 20, plain_share=0.5, refusal_share=0.2, curriculum_share=0.3,
+                           corpus=CURRICULUM_CORPUS, seed=1)  # fmt: skip
+    harmful = {(e.prompt, e.response) for e in CORPUS.examples if e.kind == "harmful"}
+    curriculum = [p for p in data if p[0].startswith(("Decode this", "Write \""))]
+    assert len(data) == 20 and len(curriculum) == 6 and sum(p in harmful for p in data) == 4
+    assert data[-10:-4] == curriculum
+    assert adaptation_data(t, 20, corpus=CURRICULUM_CORPUS, seed=1, curriculum_share=0) == \
+        adaptation_data(t, 20, corpus=CURRICULUM_CORPUS, seed=1)
+    with pytest.raises(InputError):
+        adaptation_data(t, 10, refusal_share=0.5, curriculum_share=0.5, corpus=CORPUS)
+    with pytest.raises(InputError):
+        cipher_curriculum(t, 5, kinds=("harmful",), corpus=CORPUS)
 
 
 def test_evaluation_transform_reads_plain_verdicts_as_written():

@@ -11,6 +11,7 @@ from trustlab.methods.asymmetry.adaptation import (
     ForEvaluation,
     InContext,
     adaptation_data,
+    cipher_curriculum,
     finetune_adapted,
 )
 from trustlab.methods.asymmetry.protocol import AsymmetryResult, asymmetry
@@ -39,6 +40,7 @@ __all__ = [
     "adaptation_data",
     "asymmetry",
     "check_scope",
+    "cipher_curriculum",
     "closed_vocabulary",
     "compose",
     "finetune_adapted",

@@ -9,7 +9,13 @@
   placeholder behaviours, with the corpus's refusal as the response) so benign fine-tuning does
   not erase the model's plain refusals; they are never encoded, so the model sees no encoded
   harmful request and no safety data in the encoding, and Δharm against the adapted model on
-  plain prompts measures what the encoding alone does.
+  plain prompts measures what the encoding alone does. ``curriculum_share`` adds
+  :func:`cipher_curriculum` examples.
+* :func:`cipher_curriculum` — cipher-translation examples in the spirit of covert malicious
+  fine-tuning's first phase (Halawi et al. 2024): plain words and short sentences of the benign
+  train split with their encoding, in both directions (``Decode this <name> text: "…"`` → the
+  plain text, ``Write "…" in <name>.`` → the encoded text), so the model sees each word next to
+  its encoding instead of only inside encoded tasks.
 * :func:`finetune_adapted` — fine-tune a model on that data through ``trustlab.finetune`` and
   save it as a ``save_pretrained`` folder, so the evaluation loop loads it as ``hf:<folder>``
   (also on Ray workers).
@@ -25,6 +31,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,6 +48,7 @@ __all__ = [
     "ForEvaluation",
     "InContext",
     "adaptation_data",
+    "cipher_curriculum",
     "finetune_adapted",
     "reads_as_verdict",
 ]
@@ -63,13 +71,17 @@ def adaptation_data(
     kinds: Sequence[str] = ("task", "howto"),
     corpus: Any = None,
     refusal_share: float = 0.0,
+    curriculum_share: float = 0.0,
 ) -> list[tuple[str, str]]:
     """``n`` (prompt, response) pairs from the chat corpus's train split.
 
     ``round(refusal_share * n)`` of them are plain refusal examples (harmful train requests with
-    the corpus's refusal, never encoded; 0 by default); of the ``m`` benign examples that make
+    the corpus's refusal, never encoded; 0 by default) and ``round(curriculum_share * n)`` are
+    :func:`cipher_curriculum` examples (0 by default); of the ``m`` benign examples that make
     up the rest, the first ``round((1 - plain_share) * m)`` of a seeded draw are encoded, the
-    others stay plain. Refusal examples come last (the fine-tuning loop shuffles batches).
+    others stay plain. Curriculum, then refusal examples come last (the fine-tuning loop
+    shuffles batches). The benign examples follow the same seeded order with or without a
+    curriculum (a curriculum only shortens the benign part).
 
     Examples whose text is outside the transform's domain are skipped (the corpus is ASCII, so
     only restricted encodings such as Morse can skip any).
@@ -79,10 +91,18 @@ def adaptation_data(
     n = int(check_scalar(n, "n", where, kind=int, lo=1))
     plain_share = float(check_scalar(plain_share, "plain_share", where, lo=0.0, hi=1.0))
     refusal_share = float(check_scalar(refusal_share, "refusal_share", where, lo=0.0, hi=1.0))
+    curriculum_share = float(
+        check_scalar(curriculum_share, "curriculum_share", where, lo=0.0, hi=1.0)
+    )
     if refusal_share >= 1.0:
         raise InputError(
             f"The 'refusal_share' parameter of {where} must be below 1 (the rest is the benign "
             f"adaptation data). Got {refusal_share}."
+        )
+    if refusal_share + curriculum_share >= 1.0:
+        raise InputError(
+            f"The 'curriculum_share' parameter of {where} plus refusal_share must be below 1 "
+            f"(the rest is the benign adaptation data). Got {curriculum_share} + {refusal_share}."
         )
     if isinstance(kinds, str) or not kinds or any(k not in BENIGN_KINDS for k in kinds):
         raise InputError(
@@ -97,12 +117,16 @@ def adaptation_data(
     if not pool:
         raise InputError(f"The corpus given to {where} has no train examples of kinds {kinds}.")
     n_refusal = round(refusal_share * n)
+    n_curriculum = round(curriculum_share * n)
     refusals = [e for e in corpus.examples
                 if e.split == "train" and e.kind == "harmful" and e.label == "refuse"]  # fmt: skip
     if n_refusal and not refusals:
         raise InputError(f"The corpus given to {where} has no train refusal examples "
                          "(kind 'harmful', label 'refuse') for refusal_share.")  # fmt: skip
-    m = n - n_refusal
+    m = n - n_refusal - n_curriculum
+    if m < 1:
+        raise InputError(f"The 'n' parameter of {where} leaves no benign examples after the "
+                         f"refusal and curriculum shares. Got n={n}.")  # fmt: skip
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xADA7]))
     order = rng.permutation(len(pool))
     n_encoded = round((1.0 - plain_share) * m)
@@ -117,10 +141,83 @@ def adaptation_data(
             out.append((transform.encode(e.prompt), transform.encode(e.response)))
         else:
             out.append((e.prompt, e.response))
+    if n_curriculum:
+        out += cipher_curriculum(transform, n_curriculum, seed=seed, kinds=kinds, corpus=corpus)
     if n_refusal:
         rrng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5AFE]))
         picks = rrng.choice(len(refusals), size=n_refusal, replace=n_refusal > len(refusals))
         out += [(refusals[int(i)].prompt, refusals[int(i)].response) for i in picks]
+    return out
+
+
+#: The two directions of a curriculum example (plain instruction, quoted payload).
+DECODE_PROMPT = 'Decode this {name} text: "{text}"'
+ENCODE_PROMPT = 'Write "{text}" in {name}.'
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def cipher_curriculum(
+    transform: Transform,
+    n: int,
+    *,
+    seed: int = 0,
+    kinds: Sequence[str] = ("task", "howto"),
+    corpus: Any = None,
+    sentence_share: float = 1 / 3,
+    max_sentence_words: int = 12,
+) -> list[tuple[str, str]]:
+    """``n`` cipher-translation examples from the benign train split of the chat corpus.
+
+    Each example is a payload with its encoding, in one of two directions drawn with equal
+    probability: ``DECODE_PROMPT`` (the encoded payload in a plain instruction; the response is
+    the plain payload) or ``ENCODE_PROMPT`` (the plain payload; the response is its encoding).
+    A share ``sentence_share`` of the payloads are sentences: *responses* of benign train
+    examples of at most ``max_sentence_words`` words (never a task prompt, so a train task held
+    out for development is never shown with its encoding); the rest are lists of 2-6 distinct
+    words drawn uniformly from the letter-only words of the benign train examples (prompts and
+    responses; every distinct word equally likely, so the countries, capitals and dictionary
+    words of the capital and translate tasks are as frequent as the template words).
+
+    Only benign kinds and the train split are read: no held-out example and no harmful request
+    contributes a word. Payloads outside the transform's domain are skipped.
+    """
+    where = "cipher_curriculum"
+    transform = _check_transform(transform, where)
+    n = int(check_scalar(n, "n", where, kind=int, lo=1))
+    sentence_share = float(check_scalar(sentence_share, "sentence_share", where, lo=0.0, hi=1.0))
+    max_words = int(check_scalar(max_sentence_words, "max_sentence_words", where, kind=int, lo=1))
+    if isinstance(kinds, str) or not kinds or any(k not in BENIGN_KINDS for k in kinds):
+        raise InputError(
+            f"The 'kinds' parameter of {where} takes benign corpus kinds {BENIGN_KINDS} "
+            f"(never harmful data). Got {kinds!r}."
+        )
+    if corpus is None:
+        from trustlab.organisms.corpora import build_chat_corpus
+
+        corpus = build_chat_corpus(int(seed))
+    pool = [e for e in corpus.examples if e.split == "train" and e.kind in kinds]
+    if not pool:
+        raise InputError(f"The corpus given to {where} has no train examples of kinds {kinds}.")
+    words = sorted({w for e in pool for w in _WORD.findall(f"{e.prompt} {e.response}")
+                    if not transform.rejects(w)})  # fmt: skip
+    sentences = sorted({e.response for e in pool if len(e.response.split()) <= max_words
+                        and not transform.rejects(e.response)})  # fmt: skip
+    if len(words) < 2:
+        raise InputError(f"The corpus given to {where} has fewer than 2 words of kinds {kinds} "
+                         f"inside {transform.label}'s domain.")  # fmt: skip
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xC1F3]))
+    out: list[tuple[str, str]] = []
+    for _ in range(n):
+        if sentences and rng.random() < sentence_share:
+            plain = sentences[int(rng.integers(len(sentences)))]
+        else:
+            k = int(rng.integers(2, min(6, len(words)) + 1))
+            plain = " ".join(words[int(i)] for i in rng.choice(len(words), size=k, replace=False))
+        encoded = transform.encode(plain)
+        if rng.random() < 0.5:
+            out.append((DECODE_PROMPT.format(name=transform.name, text=encoded), plain))
+        else:
+            out.append((ENCODE_PROMPT.format(name=transform.name, text=plain), encoded))
     return out
 
 
