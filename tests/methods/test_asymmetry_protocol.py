@@ -174,6 +174,7 @@ def test_curriculum_round_trips_and_reads_only_benign_train_text(name, params):
     assert {"France", "Paris", "dog", "chien"} <= words  # the meaning tasks' vocabulary
 
 
+@pytest.mark.slow  # builds the real chat corpus (about 8 s under load when not cached)
 def test_curriculum_never_holds_a_real_heldout_example_or_task_prompt():
     from trustlab.organisms.corpora import build_chat_corpus
 
