@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> None:
                          tuple(tasks.item_meta(i) for i in idx))  # fmt: skip
 
     sets = [subset("dev", pick), subset("meaning", meaning_pick)]
-    judges = {s.name: [lm.ExactMatchJudge()] for s in sets}
+    judge = lm.ExactMatchJudge()
+    judges = {s.name: [judge] for s in sets}
     dec = lm.Decoding(max_new_tokens=args.dev_tokens)
     ev = ForEvaluation(t, name=name)
     result: dict = {"transform": name, "model": args.model, "config": cfg, "n_examples": n,
