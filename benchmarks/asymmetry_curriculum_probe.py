@@ -5,6 +5,9 @@ settings, fixed and committed before the run, and the measured figures.
 
     python benchmarks/asymmetry_curriculum_probe.py --out runs/asymmetry_curriculum_probe
 
+(the defaults, so ``make bench`` runs it too: about 600 CPU-s on one thread, most of it the two
+100-step LoRA fine-tunes of smol-chat.)
+
 Two arms, everything equal but the data: **recipe** — session 45's recipe (``adaptation_data``
 with ``refusal_share`` 0.2, a quarter of the benign rest plain, the rest encoded);
 **curriculum** — the same call with ``curriculum_share`` (default 0.4) of the examples replaced
