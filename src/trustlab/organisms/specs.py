@@ -97,6 +97,20 @@ _VLM_TARGETS = {
     "image_reading_accuracy": (">=", 0.80),
 }  # image QA is reported, not targeted: vlm-xs answers near chance (docs/organisms.md)
 
+# vlm-s-reads' recipe (mars's target organism), shared by its variants (vlm-s-gap).
+_VLM_READS: dict[str, Any] = {
+    "kind": "vision-language",
+    "corpora": ("chat", "vision"),
+    "base": "chat-s",
+    "train": TrainSettings(steps=1000, batch_size=32, lr=2e-3, word_dropout=0.0),
+    "targets": _VLM_TARGETS,
+    "slow": True,
+}
+_VLM_READS_VISION: dict[str, Any] = {
+    "reader_steps": 1200, "n_image_train": 3000, "n_heldout": 100,
+    "zero_init": True, "train_correction": False, "harmful_share": 0.0,
+}
+
 # The pretrained organisms' recipe (smol-chat's, reused for the second family, gemma-chat).
 _SMOL_RECIPE: dict[str, Any] = {
     "kind": "pretrained",
@@ -234,16 +248,10 @@ SPECS: dict[str, OrganismSpec] = {
                 "textual refusal direction recognises image-borne harm, refusal transfers only "
                 "partly (mars's target organism; docs/methods/mars.md)."
             ),
-            kind="vision-language",
-            corpora=("chat", "vision"),
-            base="chat-s",
             # measured (private build, issue 31): 206 CPU-s; image compliance (read) 0.66,
             # typed refusal 1.00, reading 0.96
-            train=TrainSettings(steps=1000, batch_size=32, lr=2e-3, word_dropout=0.0),
-            targets=_VLM_TARGETS,
-            slow=True,
-            vision={"reader_steps": 1200, "n_image_train": 3000, "n_heldout": 100,
-                    "zero_init": True, "train_correction": False, "harmful_share": 0.0},
+            **_VLM_READS,
+            vision=dict(_VLM_READS_VISION),
         ),
         OrganismSpec(
             name="vlm-s-gap",
@@ -254,16 +262,9 @@ SPECS: dict[str, OrganismSpec] = {
                 "orthogonal to the textual refusal direction (docs/organisms.md, 'A modality "
                 "offset')."
             ),
-            kind="vision-language",
-            corpora=("chat", "vision"),
-            base="chat-s",
             # measured (registry build, session 46): 224 CPU-s; image compliance (read) 0.76
-            train=TrainSettings(steps=1000, batch_size=32, lr=2e-3, word_dropout=0.0),
-            targets=_VLM_TARGETS,
-            slow=True,
-            vision={"reader_steps": 1200, "n_image_train": 3000, "n_heldout": 100,
-                    "zero_init": True, "train_correction": False, "harmful_share": 0.0,
-                    "modality_scale": 3.0},
+            **_VLM_READS,
+            vision={**_VLM_READS_VISION, "modality_scale": 3.0},
         ),
         OrganismSpec(
             name="vit-xs",
