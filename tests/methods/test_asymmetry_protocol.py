@@ -190,6 +190,24 @@ def test_curriculum_never_holds_a_real_heldout_example_or_task_prompt():
     assert len(plains) > 300  # varied, not one repeated payload
 
 
+def test_curriculum_vocabulary_restricts_payloads_to_those_train_words():
+    t = make_transform("caesar", k=3)
+    vocab = ["France", "Paris", "dog", "chien", "cat", "chat"]
+    data = cipher_curriculum(t, 60, corpus=CURRICULUM_CORPUS, seed=2, vocabulary=vocab)
+    words = [w for p, r in data for w in _curriculum_payload(t, p, r)[0].split()]
+    assert set(words) == set(vocab)  # only these words, and each of them shows up
+    for prompt, response in data:
+        plain, encoded = _curriculum_payload(t, prompt, response)
+        assert t.encode(plain) == encoded and len(plain.split()) >= 2
+    # None keeps the unrestricted curriculum, draw for draw
+    assert cipher_curriculum(t, 30, corpus=CURRICULUM_CORPUS, seed=2, vocabulary=None) == \
+        cipher_curriculum(t, 30, corpus=CURRICULUM_CORPUS, seed=2)
+    for bad in (["France", "Zanzibar"], ["Paris", "harmful"], "France Paris", ["France"], [3]):
+        with pytest.raises(InputError) as err:
+            cipher_curriculum(t, 5, corpus=CURRICULUM_CORPUS, vocabulary=bad)
+        assert "\n" not in str(err.value)
+
+
 def test_curriculum_share_replaces_benign_examples_and_keeps_the_rest():
     t = make_transform("caesar", k=3)
     data = adaptation_data(t, 20, plain_share=0.5, refusal_share=0.2, curriculum_share=0.3,

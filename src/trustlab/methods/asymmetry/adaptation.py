@@ -165,6 +165,7 @@ def cipher_curriculum(
     corpus: Any = None,
     sentence_share: float = 1 / 3,
     max_sentence_words: int = 12,
+    vocabulary: Sequence[str] | None = None,
 ) -> list[tuple[str, str]]:
     """``n`` cipher-translation examples from the benign train split of the chat corpus.
 
@@ -180,6 +181,11 @@ def cipher_curriculum(
 
     Only benign kinds and the train split are read: no held-out example and no harmful request
     contributes a word. Payloads outside the transform's domain are skipped.
+
+    ``vocabulary`` (default None: every such word) restricts the payloads to those words: word
+    lists draw from them only, and a sentence is used only if all its letter words are among
+    them. Every vocabulary word must be one of the benign train words above (else InputError),
+    so the restriction never brings in a word the unrestricted curriculum could not show.
     """
     where = "cipher_curriculum"
     transform = _check_transform(transform, where)
@@ -202,9 +208,20 @@ def cipher_curriculum(
                     if not transform.rejects(w)})  # fmt: skip
     sentences = sorted({e.response for e in pool if len(e.response.split()) <= max_words
                         and not transform.rejects(e.response)})  # fmt: skip
+    if vocabulary is not None:
+        if isinstance(vocabulary, str) or not all(isinstance(w, str) for w in vocabulary):
+            raise InputError(f"The 'vocabulary' parameter of {where} takes a list of words. "
+                             f"Got {type(vocabulary).__name__}.")  # fmt: skip
+        keep = set(vocabulary)
+        outside = sorted(keep - set(words))
+        if outside:
+            raise InputError(f"The 'vocabulary' parameter of {where} takes benign train words of "
+                             f"kinds {kinds} only; {len(outside)} are not, e.g. {outside[0]!r}.")  # fmt: skip
+        words = [w for w in words if w in keep]
+        sentences = [s for s in sentences if set(_WORD.findall(s)) <= keep]
     if len(words) < 2:
         raise InputError(f"The corpus given to {where} has fewer than 2 words of kinds {kinds} "
-                         f"inside {transform.label}'s domain.")  # fmt: skip
+                         f"inside {transform.label}'s domain (and the vocabulary).")  # fmt: skip
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xC1F3]))
     out: list[tuple[str, str]] = []
     for _ in range(n):
