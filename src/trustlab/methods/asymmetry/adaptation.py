@@ -62,6 +62,24 @@ def _check_transform(transform: Any, where: str) -> Transform:
     return check_transform(transform, "transform", where)
 
 
+def _benign_train(kinds: Any, corpus: Any, seed: int, where: str) -> tuple[Any, list[Any]]:
+    """The chat corpus (built for ``seed`` when None) and its train examples of benign
+    ``kinds`` (never harmful data), refused with a one-line error otherwise."""
+    if isinstance(kinds, str) or not kinds or any(k not in BENIGN_KINDS for k in kinds):
+        raise InputError(
+            f"The 'kinds' parameter of {where} takes benign corpus kinds {BENIGN_KINDS} "
+            f"(never harmful data). Got {kinds!r}."
+        )
+    if corpus is None:
+        from trustlab.organisms.corpora import build_chat_corpus
+
+        corpus = build_chat_corpus(int(seed))
+    pool = [e for e in corpus.examples if e.split == "train" and e.kind in kinds]
+    if not pool:
+        raise InputError(f"The corpus given to {where} has no train examples of kinds {kinds}.")
+    return corpus, pool
+
+
 def adaptation_data(
     transform: Transform,
     n: int,
@@ -104,18 +122,7 @@ def adaptation_data(
             f"The 'curriculum_share' parameter of {where} plus refusal_share must be below 1 "
             f"(the rest is the benign adaptation data). Got {curriculum_share} + {refusal_share}."
         )
-    if isinstance(kinds, str) or not kinds or any(k not in BENIGN_KINDS for k in kinds):
-        raise InputError(
-            f"The 'kinds' parameter of {where} takes benign corpus kinds {BENIGN_KINDS} "
-            f"(never harmful data). Got {kinds!r}."
-        )
-    if corpus is None:
-        from trustlab.organisms.corpora import build_chat_corpus
-
-        corpus = build_chat_corpus(int(seed))
-    pool = [e for e in corpus.examples if e.split == "train" and e.kind in kinds]
-    if not pool:
-        raise InputError(f"The corpus given to {where} has no train examples of kinds {kinds}.")
+    corpus, pool = _benign_train(kinds, corpus, seed, where)
     n_refusal = round(refusal_share * n)
     n_curriculum = round(curriculum_share * n)
     refusals = [e for e in corpus.examples
@@ -192,18 +199,7 @@ def cipher_curriculum(
     n = int(check_scalar(n, "n", where, kind=int, lo=1))
     sentence_share = float(check_scalar(sentence_share, "sentence_share", where, lo=0.0, hi=1.0))
     max_words = int(check_scalar(max_sentence_words, "max_sentence_words", where, kind=int, lo=1))
-    if isinstance(kinds, str) or not kinds or any(k not in BENIGN_KINDS for k in kinds):
-        raise InputError(
-            f"The 'kinds' parameter of {where} takes benign corpus kinds {BENIGN_KINDS} "
-            f"(never harmful data). Got {kinds!r}."
-        )
-    if corpus is None:
-        from trustlab.organisms.corpora import build_chat_corpus
-
-        corpus = build_chat_corpus(int(seed))
-    pool = [e for e in corpus.examples if e.split == "train" and e.kind in kinds]
-    if not pool:
-        raise InputError(f"The corpus given to {where} has no train examples of kinds {kinds}.")
+    corpus, pool = _benign_train(kinds, corpus, seed, where)
     words = sorted({w for e in pool for w in _WORD.findall(f"{e.prompt} {e.response}")
                     if not transform.rejects(w)})  # fmt: skip
     sentences = sorted({e.response for e in pool if len(e.response.split()) <= max_words
