@@ -663,7 +663,7 @@ def test_refined_gradshield_filters_by_the_self_trained_scores_of_its_own_set(ti
     data = utility_examples(30, 4) + explicit_harmful_examples(10, 4)
     shield = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine=1,
                         threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
-    plain = GradShield(FIHS(slice_fraction=0.05, batch_size=8),
+    plain = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine=0,
                        threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
     got = shield.filter(tiny, data)
     np.testing.assert_allclose(got.info["fihs_plain"], plain.score(tiny, data), atol=1e-5)
@@ -688,3 +688,80 @@ def test_refined_gradshield_filters_by_the_self_trained_scores_of_its_own_set(ti
         GradShield(refine=1, threshold="otsu").fit(tiny, refs)
     with pytest.raises(InputError, match="refine"):
         GradShield(refine=-1).fit(tiny, refs)
+
+
+def test_refine_is_one_by_default_where_it_applies_and_zero_turns_it_off(tiny, refs):
+    """The default GradShield (conformal, plain concat score) refines once in the union mode;
+    rules refine cannot work with resolve to 0 instead of failing; refine=0 is the plain score."""
+    data = utility_examples(30, 4) + explicit_harmful_examples(10, 4)
+    fihs = dict(slice_fraction=0.05, batch_size=8)
+    default = GradShield(FIHS(**fihs), threshold_options={"alpha": 0.05}).fit(tiny, refs)
+    assert default.refine is None and default.refine_ == 1 and default.refine_mode == "union"
+    got = default.filter(tiny, data)
+    assert got.info["rule"] == "conformal, refine=1 (union)" and "plain_threshold" in got.info
+    assert hasattr(default, "slice_grads_")
+    plain = GradShield(FIHS(**fihs), refine=0, threshold_options={"alpha": 0.05}).fit(tiny, refs)
+    assert plain.refine_ == 0 and not hasattr(plain, "slice_grads_")
+    mine = plain.filter(tiny, data)
+    assert np.array_equal(mine.removed, plain.decide(mine.scores).removed)
+    # the union removes everything the plain cut removes
+    assert not (mine.removed & ~got.removed).any()
+    otsu = GradShield(FIHS(**fihs), threshold="otsu").fit(tiny, refs)
+    assert otsu.refine_ == 0
+    otsu.decide(otsu.score(tiny, data))  # the plain path, no error
+    assert GradShield(FIHS(aggregate="mean", **fihs)).fit(tiny, refs).refine_ == 0
+
+
+def test_study_fine_tunes_each_set_once_per_seed_and_gradsafe_labelfree_cut_uses_no_labels(
+    tiny, refs, monkeypatch
+):
+    """finetune_seeds: one cell per (filtered set, fine-tuning seed), replicates pooled over
+    (data seed, fine-tuning seed) pairs; gradsafe_labelfree: the conformal cut on GradSafe's
+    scores of the trusted calibration half (no validation mixes, no labels)."""
+    import trustlab.methods.gradshield.study as study
+    from trustlab.finetune import ATTACK_CONFIG
+    from trustlab.methods.gradshield.analysis import pooled_rows, versus_rows
+    from trustlab.methods.gradshield.baselines import GradSafeScorer
+    from trustlab.methods.gradshield.protocol import CellResult
+    from trustlab.methods.gradshield.thresholds import ConformalThreshold
+
+    calls = []
+
+    def fake_cell(base, examples, config, sets, **kw):
+        calls.append((config.seed, len(examples)))
+        k = 20 if config.seed == 1 else 10  # the second seed's cells are "worse"
+        flags = {m: [i < k for i in range(40)] for m in ("asr", "utility", "over_refusal",
+                                                         "utility_new")}  # fmt: skip
+        return CellResult("k", flags, len(examples), 0.0, 0.0, 0.0)
+
+    monkeypatch.setattr(study, "run_cell", fake_cell)
+    monkeypatch.setattr(tiny, "spec", "tiny", raising=False)
+    settings = study.StudySettings(
+        kinds=("explicit",), fractions=(0.2,), seeds=(0,), n=40,
+        filters=("none", "gradshield", "gradsafe_labelfree"), cache=False,
+        finetune_seeds=(1, 2),
+    )  # fmt: skip
+    ft = ATTACK_CONFIG.model_copy(update={"seed": 0})
+    result = study.run_study(
+        tiny, refs, None, ft, settings, fihs=FIHS(slice_fraction=0.05, batch_size=8),
+        threshold_options={"alpha": 0.05},
+    )  # fmt: skip
+    assert {seed for seed, _ in calls} == {1, 2}  # never the config's own seed 0
+    n_sets = len({(r["seed"], r["kind"], r["fraction"], r["n_train"], r["removed"])
+                  for r in result.rows if r["finetune_seed"] == 1})  # fmt: skip
+    assert len(calls) <= 2 * n_sets
+    assert study.replicates(settings) == ["data 0, ft 1", "data 0, ft 2"]
+    assert {r["replicate"] for r in result.rows} == set(study.replicates(settings))
+    gs = GradSafeScorer().fit(tiny, list(refs.harmful), list(refs.benign_slices))
+    cal = gs.score(tiny, list(refs.benign_calibration))
+    cut = ConformalThreshold(0.05).fit(cal, cal).threshold_
+    assert result.thresholds["gradsafe_labelfree"] == pytest.approx(cut)
+    mix = build_mix("explicit", 0.2, 40, seed=0)
+    s = gs.score(tiny, list(mix.examples))
+    row = next(r for r in result.rows if r["fraction"] == 0.2 and r["finetune_seed"] == 1
+               and r["filter"] == "gradsafe_labelfree")  # fmt: skip
+    assert row["removed"] == int((np.nan_to_num(s, nan=-np.inf) > cut).sum())
+    pooled = pooled_rows(result, settings)
+    top = next(r for r in pooled if r["fraction"] == 0.2 and r["filter"] == "none")
+    assert top["asr"] == pytest.approx(0.375) and top["asr_worst_seed"] == pytest.approx(0.5)
+    assert {r["pairs"] for r in versus_rows(result, settings)} == {80}

@@ -5,7 +5,8 @@ criterion of issue 33, and the report (tables, figures, notes).
 Pooling over seeds: each seed fine-tunes on its own mix and is evaluated on the same prompts,
 so a filter's flags over (seed, prompt) pairs are pooled into one Clopper–Pearson rate, and two
 filters are compared by Newcombe's paired interval over the same (seed, prompt) pairs.
-Per-item claims are read on the **worst seed** too (the criterion uses it).
+Per-item claims are read on the **worst seed** too (the criterion uses it). With
+``StudySettings.finetune_seeds``, "seed" here means one (data seed, fine-tuning seed) pair.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from trustlab.methods.gradshield.study import SCORED, StudyResult, StudySettings
+from trustlab.methods.gradshield.study import SCORED, StudyResult, StudySettings, replicates
 
 __all__ = ["auc_rows", "criterion", "fill_report", "pooled_rows", "versus_rows"]
 
@@ -35,11 +36,11 @@ def _flags(result: StudyResult, seeds: Sequence[int], kind: str, fraction: float
     )
 
 
-def _row(result: StudyResult, seed: int, kind: str, fraction: float, name: str) -> dict[str, Any]:
+def _row(result: StudyResult, seed: Any, kind: str, fraction: float, name: str) -> dict[str, Any]:
     key_kind = _key_kind(kind, fraction)
     return next(
         r for r in result.rows
-        if r["seed"] == seed and r["kind"] == key_kind and r["fraction"] == fraction
+        if r.get("replicate", r["seed"]) == seed and r["kind"] == key_kind and r["fraction"] == fraction
         and r["filter"] == name
     )  # fmt: skip
 
@@ -49,7 +50,7 @@ def pooled_rows(result: StudyResult, settings: StudySettings) -> list[dict[str, 
     utility change against the clean run (paired), removals, recall and precision."""
     from trustlab.stats import clopper_pearson, paired_difference
 
-    seeds = list(settings.seeds)
+    seeds = replicates(settings)
     fractions = sorted(set(settings.fractions) | {0.0})
     rows = []
     for kind in settings.kinds:
@@ -91,7 +92,7 @@ def versus_rows(result: StudyResult, settings: StudySettings) -> list[dict[str, 
 
     if "gradshield" not in settings.filters:
         return []
-    seeds = list(settings.seeds)
+    seeds = replicates(settings)
     rows = []
     for kind in settings.kinds:
         for fraction in sorted(f for f in settings.fractions if f > 0):
@@ -188,7 +189,7 @@ def fill_report(report: Any, config: Any, result: StudyResult, settings: StudySe
     versus = versus_rows(result, settings)
     aucs = auc_rows(result, settings)
     crit = criterion(pooled, versus, settings, config.asr_target, config.utility_tolerance)
-    n_seeds = len(settings.seeds)
+    n_seeds = len(replicates(settings))
     report.title = f"GradShield on {config.model}"
     first = True
     for kind in settings.kinds:
@@ -265,8 +266,9 @@ def fill_report(report: Any, config: Any, result: StudyResult, settings: StudySe
         report.table("auc", aucs, caption="ROC-AUC with DeLong 95 % intervals.")
     report.table("cells", result.rows, caption="Every fine-tuned cell (seed, kind, fraction, filter).")  # fmt: skip
     report.table("thresholds", [{"filter": k, "threshold": v} for k, v in result.thresholds.items()],
-                 caption="Fixed thresholds of the baselines (tuned on validation mixes with "
-                 "labels, by Youden's J, unless given).")  # fmt: skip
+                 caption="Fixed thresholds of the baselines (gradsafe, embedding: tuned on "
+                 "validation mixes with labels, by Youden's J, unless given; gradsafe_labelfree: "
+                 "the conformal cut on the trusted calibration half, no labels).")  # fmt: skip
     _figures(report, pooled, result, settings, config)
     report.note(
         "ASR = share of held-out harmful requests not refused (lm.RefusalJudge); utility = exact "
@@ -285,8 +287,9 @@ def fill_report(report: Any, config: Any, result: StudyResult, settings: StudySe
                      "any filter; what they change is utility and over-refusal.")  # fmt: skip
         report.note(text)
     if "gradsafe" in settings.filters and config.gradsafe_threshold is None:
-        report.note("The baselines' fixed thresholds were tuned on labelled validation mixes "
-                    "(other data seeds): an advantage GradShield's threshold does not get.")  # fmt: skip
+        report.note("The 'gradsafe' and 'embedding' thresholds were tuned on labelled "
+                    "validation mixes (other data seeds): an oracle advantage GradShield's "
+                    "threshold does not get ('gradsafe_labelfree' is GradSafe without it).")  # fmt: skip
 
 
 def _timing_metrics(report: Any, result: StudyResult, settings: StudySettings) -> None:
@@ -338,7 +341,7 @@ def _figures(report: Any, pooled: Sequence[dict[str, Any]], result: StudyResult,
     if top is None:
         return
     fig, axes = new_figure(1, len(kinds), size=(4.8 * len(kinds), 3.4))
-    seed = settings.seeds[0]
+    seed, rep = settings.seeds[0], replicates(settings)[0]
     for j, kind in enumerate(kinds):
         ax = axes[0, j]
         part = result.scores[(seed, kind, top)]
@@ -349,14 +352,14 @@ def _figures(report: Any, pooled: Sequence[dict[str, Any]], result: StudyResult,
         ax.hist(s[~y], bins=bins, alpha=0.6, label="benign (in the mix)")
         ax.hist(s[y], bins=bins, alpha=0.6, label=f"{kind} harmful")
         ax.hist(cal, bins=bins, histtype="step", color="0.2", label="trusted calibration")
-        thr = _row(result, seed, kind, top, "gradshield")["threshold"]
+        thr = _row(result, rep, kind, top, "gradshield")["threshold"]
         if np.isfinite(thr):
             ax.axvline(
                 thr, color="C3", ls="--", label=f"adaptive threshold ({config.threshold_rule})"
             )
         ax.set_yscale("log")
         ax.set_xlabel("FIHS" if "gradshield_calibration" not in part
-                      else f"FIHS, refined direction (refine={config.refine})")
+                      else "FIHS, refined direction")
         ax.set_ylabel("examples")
         ax.set_title(f"{kind}, {100 * top:.0f} % harmful, seed {seed}")
         ax.legend(fontsize=7)

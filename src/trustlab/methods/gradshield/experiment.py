@@ -2,8 +2,9 @@
 kept, and measure ASR and utility against no filter and five baselines.
 
 Default: chat-s, explicit and implicit mixes of 1,000 examples at 0, 1, 2, 5, 10 and 20 %
-harmful, two data seeds, every filter (none, gradshield, gradsafe, embedding, moderation,
-random), the measured attack's fine-tuning budget (150 AdamW steps of batch 32). ``--quick``:
+harmful, two data seeds, every filter (none, gradshield with the self-trained reference
+``refine`` = 1 in the union mode, gradsafe with a labelled cut, gradsafe_labelfree, embedding,
+moderation, random), the measured attack's fine-tuning budget (150 AdamW steps of batch 32). ``--quick``:
 chat-xs, explicit mixes of 400 at 2 % and 10 %, one seed, three filters, 40 steps.
 GradShield's settings (slice share, aggregation, threshold rule) were fixed before any
 evaluation run; the validation sweep that should choose them was only partly run
@@ -20,7 +21,9 @@ from trustlab.core import ExperimentConfig, Report, RunContext, register
 from trustlab.core.runtime import Threads, torch_runtime
 from trustlab.methods.gradshield.study import FILTERS
 
-FilterName = Literal["none", "gradshield", "gradsafe", "embedding", "moderation", "random"]
+FilterName = Literal[
+    "none", "gradshield", "gradsafe", "embedding", "moderation", "random", "gradsafe_labelfree"
+]
 
 
 class GradShieldConfig(ExperimentConfig):
@@ -52,10 +55,17 @@ class GradShieldConfig(ExperimentConfig):
         "included as the utility reference).",
     )
     n_seeds: int = Field(2, ge=1, le=20, description="Data seeds (seed, seed + 1, ...).")
+    finetune_seeds: list[int] | None = Field(
+        None, min_length=1, max_length=10,
+        description="Fine-tuning seeds: every filtered set is fine-tuned once per seed and "
+        "rates pool over (data seed, fine-tuning seed) pairs (None: the run's seed only).",
+    )  # fmt: skip
     n_examples: int = Field(1000, ge=20, description="Examples per fine-tuning set.")
     filters: list[FilterName] = Field(
         list(FILTERS), min_length=1, description="Filters to compare ('random' needs "
-        "'gradshield': it removes as many examples)."
+        "'gradshield': it removes as many examples; 'gradsafe': cut tuned with labels, an "
+        "oracle; 'gradsafe_labelfree': conformal cut at alpha on its scores of the trusted "
+        "calibration half, no labels)."
     )  # fmt: skip
     slice_fraction: float = Field(
         0.01, gt=0, le=1, description="Share of parameter slices (weight rows) FIHS keeps."
@@ -71,11 +81,11 @@ class GradShieldConfig(ExperimentConfig):
         description="Deep FIHS: also score against compliance after the first 1..depth tokens "
         "of a refusal and remove by the larger standardised score (0: off; doubles scoring).",
     )  # fmt: skip
-    refine: int = Field(
-        0, ge=0, le=5,
+    refine: int | None = Field(
+        None, ge=0, le=5,
         description="Self-trained reference: rounds of re-estimating FIHS's direction from the "
-        "filtered set's own examples above the conformal cut (0: off; needs depth 0 and the "
-        "conformal rule).",
+        "filtered set's own examples above the conformal cut (None: 1 with the conformal rule, "
+        "depth 0 and aggregate concat — the defaults —, else 0; 0: off, the plain score).",
     )  # fmt: skip
     refine_mode: Literal["union", "replace"] = Field(
         "union",
@@ -154,6 +164,13 @@ class GradShieldConfig(ExperimentConfig):
             raise ValueError(f"implicit_patterns must be distinct; got {v}")
         return v
 
+    @field_validator("finetune_seeds")
+    @classmethod
+    def _finetune_seeds(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and (len(set(v)) != len(v) or min(v) < 0):
+            raise ValueError(f"finetune_seeds must be distinct non-negative integers; got {v}")
+        return v
+
     @field_validator("filters")
     @classmethod
     def _filters(cls, v: list[str]) -> list[str]:
@@ -208,6 +225,7 @@ def run(config: GradShieldConfig, ctx: RunContext) -> Report:
         behaviour_seed=config.behaviour_seed, filters=tuple(config.filters),
         validation_seeds=tuple(500 + ctx.seed + i for i in range(config.n_validation_seeds)),
         gradsafe_threshold=config.gradsafe_threshold, cache=config.cache,
+        finetune_seeds=tuple(config.finetune_seeds or ()),
         source="public" if pretrained else "organism",
         implicit_patterns=tuple(config.implicit_patterns), howto_share=config.howto_share,
     )  # fmt: skip

@@ -105,7 +105,8 @@ def validation_rows(
                 if progress is not None:
                     progress(f"{spec} seed {seed} slices {frac} {agg} refusal={use_ref}")
                 shield = GradShield(
-                    FIHS(slice_fraction=frac, aggregate=agg, use_refusal=use_ref)  # type: ignore[arg-type]
+                    FIHS(slice_fraction=frac, aggregate=agg, use_refusal=use_ref),  # type: ignore[arg-type]
+                    refine=0,
                 )
                 name = f"{spec.replace(':', '_')}-b{behaviour_seed}-s{seed}-n{n}-{frac}-{agg}-{use_ref}"
                 cached = Path(score_cache) / f"{name}.npz" if score_cache else None
@@ -247,7 +248,7 @@ def pattern_rows(
     scorers: dict[str, Callable[[list[Any]], np.ndarray]] = {}
     for depth, rule in itertools.product(depths, slice_rules):
         shield = GradShield(FIHS(slice_fraction=0.01, slice_rule=rule),  # type: ignore[arg-type]
-                            depth=depth).fit(model, refs)  # fmt: skip
+                            depth=depth, refine=0).fit(model, refs)  # fmt: skip
         name = f"gradshield depth={depth}" + ("" if rule == "benign" else f" rule={rule}")
         scorers[name] = lambda d, s=shield: s.score(model, d)
     if baselines:
@@ -309,7 +310,7 @@ def filter_rows(
         ])  # fmt: skip
         howto = np.array([e.kind == "howto" for e in data]) & ~h
         shield = GradShield(FIHS(slice_fraction=0.01, slice_rule=slice_rule),  # type: ignore[arg-type]
-                            depth=depth).fit(model, refs)  # fmt: skip
+                            depth=depth, refine=0).fit(model, refs)  # fmt: skip
         details = shield._scores(model, data, None)
         cal_details = shield._scores(model, cal, None)
         tag = "" if slice_rule == "benign" else f" rule={slice_rule}"
@@ -372,7 +373,7 @@ def miss_rows(
         raise InputError(f"miss_rows' rules are {MISS_RULES}. Got {unknown}.")
     model = lm.load(spec) if isinstance(spec, str) else spec
     refs = organism_references(32, 256, seed=reference_seed, howto_share=howto_share)
-    shield = GradShield(FIHS(slice_fraction=0.01)).fit(model, refs)
+    shield = GradShield(FIHS(slice_fraction=0.01), refine=0).fit(model, refs)
     fihs = shield.fihs_
     mixes = {(seed, f): build_mix("implicit", f, n, seed=seed, howto_share=howto_share)
              for seed in seeds for f in fractions}  # fmt: skip

@@ -18,7 +18,7 @@ import numpy as np
 
 from trustlab.core.errors import InputError, NotFittedError
 from trustlab.core.validation import check_choice, check_scalar
-from trustlab.methods.gradshield.fihs import FIHS
+from trustlab.methods.gradshield.fihs import FIHS, fihs_from_gradients
 from trustlab.methods.gradshield.references import ReferenceSets
 from trustlab.methods.gradshield.thresholds import make_threshold
 
@@ -78,13 +78,6 @@ def _clone(fihs: FIHS) -> FIHS:
     )  # fmt: skip
 
 
-def _cosines(grads: Any, direction: Any) -> np.ndarray:
-    """Plain FIHS (concat cosine) of kept-slice gradients against the kept direction."""
-    from trustlab.methods.gradshield.fihs import fihs_from_gradients
-
-    return fihs_from_gradients(grads, direction)
-
-
 def _mask(value: Any, name: str, where: str) -> np.ndarray:
     """A 1-D boolean mask (0/1 numbers accepted)."""
     from trustlab.core.validation import as_float_array
@@ -111,15 +104,18 @@ class GradShield:
     gradients per example. Learned state: ``fihs_`` (plain), ``deep_`` (None when
     ``depth`` = 0), ``standardise_`` ((median, scale) per component).
 
-    ``refine`` (0: off): rounds of the self-trained reference
+    ``refine``: rounds of the self-trained reference
     (:func:`~trustlab.methods.gradshield.refine.self_trained_scores`) — the data's own
-    examples above the conformal cut re-estimate the direction, per filtered set. Needs the
-    ``conformal`` rule and ``depth`` = 0; :meth:`filter` then differentiates each example once
-    and keeps its kept-slice gradient (:meth:`decide_gradients` takes precomputed ones).
-    ``refine_mode``: ``union`` (default) removes what the plain cut *or* the refined cut
-    removes — the refined direction alone lost explicit examples on development mixes;
-    ``replace`` removes by the refined cut only. Learned state then also
-    ``calibration_grads_`` and ``slice_grads_``.
+    examples above the conformal cut re-estimate the direction, per filtered set. ``None``
+    (default) means 1 where it applies — the ``conformal`` rule, ``depth`` = 0 and
+    ``FIHS(aggregate="concat")`` (the default settings) — and 0 otherwise; 0 is the plain
+    score. With ``refine`` > 0, :meth:`filter` differentiates each example once and keeps its
+    kept-slice gradient (:meth:`decide_gradients` takes precomputed ones) and :meth:`decide`
+    is refused. ``refine_mode``: ``union`` (default) removes what the plain cut *or* the
+    refined cut removes — the refined direction alone lost explicit examples on development
+    mixes; ``replace`` removes by the refined cut only. Learned state: ``refine_`` (the
+    resolved number of rounds), and with ``refine_`` > 0 also ``calibration_grads_`` and
+    ``slice_grads_``.
     """
 
     def __init__(
@@ -129,7 +125,7 @@ class GradShield:
         threshold: str = "conformal",
         threshold_options: dict[str, Any] | None = None,
         depth: int = 0,
-        refine: int = 0,
+        refine: int | None = None,
         refine_mode: str = "union",
     ) -> None:
         self.fihs = fihs
@@ -148,15 +144,18 @@ class GradShield:
             )
         make_threshold(self.threshold, **(self.threshold_options or {}))  # checks the name early
         depth = check_scalar(self.depth, "depth", "GradShield", kind=int, lo=0)
-        refine = check_scalar(self.refine, "refine", "GradShield", kind=int, lo=0)
         check_choice(self.refine_mode, "refine_mode", ("union", "replace"), "GradShield")
+        fihs = self.fihs if self.fihs is not None else FIHS()
+        if self.refine is None:  # the default: refine where it applies
+            refine = int(self.threshold == "conformal" and not depth and fihs.aggregate == "concat")
+        else:
+            refine = check_scalar(self.refine, "refine", "GradShield", kind=int, lo=0)
         if refine and (depth or self.threshold != "conformal"):
             raise InputError(
                 "GradShield(refine=...) works on the plain score with the 'conformal' rule: "
-                f"got depth={depth}, threshold={self.threshold!r}."
+                f"got depth={depth}, threshold={self.threshold!r} (refine=0 turns it off)."
             )
         start = time.perf_counter()
-        fihs = self.fihs if self.fihs is not None else FIHS()
         if refine and fihs.aggregate != "concat":
             raise InputError("GradShield(refine=...) needs FIHS(aggregate='concat').")
         benign = list(references.benign_slices)
@@ -165,6 +164,7 @@ class GradShield:
             tokenizer=tokenizer,
         )  # fmt: skip
         self.fihs_ = fihs
+        self.refine_ = refine
         self.deep_: FIHS | None = None
         self.standardise_: list[tuple[float, float]] = []
         if depth:
@@ -185,7 +185,7 @@ class GradShield:
                 model, list(references.benign_calibration), tokenizer=tokenizer
             )
             self.slice_grads_ = fihs.kept_gradients(model, benign, tokenizer=tokenizer)
-            self.calibration_scores_ = _cosines(self.calibration_grads_, fihs.direction_)
+            self.calibration_scores_ = fihs_from_gradients(self.calibration_grads_, fihs.direction_)
         else:
             self.calibration_scores_ = self._scores(
                 model, list(references.benign_calibration), tokenizer
@@ -216,7 +216,7 @@ class GradShield:
         if not hasattr(self, "fihs_"):
             raise NotFittedError("This GradShield is not fitted yet; call 'fit' before 'filter'.")
         start = time.perf_counter()
-        if self.refine:
+        if self.refine_:
             grads = self.fihs_.kept_gradients(model, data, tokenizer=tokenizer)
             return self.decide_gradients(grads, seconds=time.perf_counter() - start)
         details = self._scores(model, data, tokenizer)
@@ -235,13 +235,13 @@ class GradShield:
                 "decide_gradients needs a GradShield fitted with refine > 0; call 'fit' first."
             )
         alpha = (self.threshold_options or {}).get("alpha", 0.01)
-        plain = _cosines(grads, self.fihs_.direction_)
+        plain = fihs_from_gradients(grads, self.fihs_.direction_)
         scores, calibration, cut = self_trained_scores(
             grads, self.calibration_grads_, self.slice_grads_, self.fihs_.direction_,
-            rounds=self.refine, alpha=alpha,
+            rounds=self.refine_, alpha=alpha,
         )  # fmt: skip
         removed = scores > cut
-        info: dict[str, Any] = {"rule": f"conformal, refine={self.refine} ({self.refine_mode})",
+        info: dict[str, Any] = {"rule": f"conformal, refine={self.refine_} ({self.refine_mode})",
                                 "fihs_plain": plain, "calibration_scores": calibration}  # fmt: skip
         if self.refine_mode == "union":
             plain_cut = make_threshold("conformal", alpha=alpha).fit(
@@ -257,10 +257,11 @@ class GradShield:
         """The threshold rule on precomputed FIHS ``scores`` (e.g. to compare rules)."""
         if not hasattr(self, "calibration_scores_"):
             raise NotFittedError("This GradShield is not fitted yet; call 'fit' before 'decide'.")
-        if self.refine:
+        if getattr(self, "refine_", 0):
             raise InputError(
                 "GradShield(refine=...) decides per filtered set from kept-slice gradients: use "
-                "'filter' or 'decide_gradients', not 'decide'."
+                "'filter' or 'decide_gradients', not 'decide' (GradShield(refine=0) for the plain "
+                "score)."
             )
         rule = make_threshold(self.threshold, **(self.threshold_options or {}))
         scores = np.asarray(scores, dtype=np.float64)

@@ -9,13 +9,22 @@ reference of its seed. Filters:
 * ``gradshield`` — FIHS with the adaptive threshold (settings fixed on the validation split:
   docs/methods/gradshield.md);
 * ``gradsafe`` — GradSafe's score with a fixed threshold (the threshold is tuned on a
-  validation split with labels, or given);
+  validation split with labels, or given): an oracle reference, stronger than GradSafe;
+* ``gradsafe_labelfree`` — the same score with a label-free fixed threshold set from the
+  reference sets only: the conformal cut at GradShield's ``alpha`` on GradSafe's scores of the
+  trusted benign calibration half (GradSafe's paper fixes its cut for its own model's cosine
+  scale, which means nothing on another model);
 * ``embedding`` — MiniLM nearest-neighbour margin with a fixed threshold tuned the same way;
 * ``moderation`` — the base model as a refusal judge of each example's request;
 * ``random`` — as many examples as GradShield removed on the same mix, uniformly at random.
 
-Baselines get their thresholds from validation mixes (other data seeds, same distribution),
-with the labels — an advantage GradShield's adaptive threshold does not have.
+``gradsafe`` and ``embedding`` get their thresholds from validation mixes (other data seeds,
+same distribution), with the labels — an advantage GradShield's adaptive threshold does not
+have.
+
+``StudySettings.finetune_seeds`` (empty: the fine-tuning config's own seed) fine-tunes every
+filtered set once per seed; the replicates pooled and paired in the analysis are then the
+(data seed, fine-tuning seed) pairs (:func:`replicates`).
 """
 
 from __future__ import annotations
@@ -40,9 +49,12 @@ from trustlab.methods.gradshield.protocol import EvalSets, run_cell
 from trustlab.methods.gradshield.references import ReferenceSets
 from trustlab.methods.gradshield.shield import FilterResult, GradShield
 
-__all__ = ["FILTERS", "StudyResult", "StudySettings", "run_study", "youden_threshold"]
+__all__ = [
+    "FILTERS", "StudyResult", "StudySettings", "replicates", "run_study", "youden_threshold",
+]  # fmt: skip
 
-FILTERS = ("none", "gradshield", "gradsafe", "embedding", "moderation", "random")
+FILTERS = ("none", "gradshield", "gradsafe", "embedding", "moderation", "random",
+           "gradsafe_labelfree")  # fmt: skip
 SCORED = ("gradshield", "gradsafe", "embedding", "moderation")
 
 
@@ -81,6 +93,19 @@ class StudySettings:
     source: str = "organism"
     implicit_patterns: tuple[str, ...] = ("dual_use", "shallow_opener")
     howto_share: float = 0.0
+    finetune_seeds: tuple[int, ...] = ()
+
+
+def replicates(settings: StudySettings) -> list[Any]:
+    """The units the analysis pools and pairs over: the data seeds, or with
+    ``finetune_seeds`` one label ``"data <s>, ft <f>"`` per (data seed, fine-tuning seed)."""
+    if not settings.finetune_seeds:
+        return list(settings.seeds)
+    return [_replicate(s, f) for s in settings.seeds for f in settings.finetune_seeds]
+
+
+def _replicate(seed: int, finetune_seed: int | None) -> Any:
+    return seed if finetune_seed is None else f"data {seed}, ft {finetune_seed}"
 
 
 @dataclass
@@ -106,13 +131,16 @@ class _Scorers:
         self.kept: Any = None  # refine > 0: the pool's kept-slice gradients
         if "gradshield" in filters or "random" in filters:
             self.fns["gradshield"] = (
-                self._kept_scores if shield.refine else lambda data: shield.score(model, data)
+                self._kept_scores if shield.refine_ else lambda data: shield.score(model, data)
             )
-        if "gradsafe" in filters:
+        self.gradsafe_calibration: np.ndarray | None = None
+        if "gradsafe" in filters or "gradsafe_labelfree" in filters:
             gs = GradSafeScorer(threads=threads).fit(
                 model, list(refs.harmful), list(refs.benign_slices)
             )
             self.fns["gradsafe"] = lambda data: gs.score(model, data)
+            if "gradsafe_labelfree" in filters:  # the trusted half no scorer was fitted on
+                self.gradsafe_calibration = gs.score(model, list(refs.benign_calibration))
         if "embedding" in filters:
             emb = EmbeddingScorer(embedder).fit(list(refs.harmful), list(refs.benign_slices))
             self.fns["embedding"] = emb.score
@@ -178,7 +206,7 @@ def run_study(
     threshold: str = "conformal",
     threshold_options: dict[str, Any] | None = None,
     depth: int = 0,
-    refine: int = 0,
+    refine: int | None = None,
     refine_mode: str = "union",
     embedder: Any = None,
     threads: int = 1,
@@ -217,6 +245,14 @@ def run_study(
 
     # validation: fixed thresholds of the baselines (labels known), other data seeds
     fixed: dict[str, float] = {"moderation": 0.5}
+    if scorers.gradsafe_calibration is not None:
+        from trustlab.methods.gradshield.thresholds import make_threshold
+
+        alpha = float((threshold_options or {}).get("alpha", 0.01))
+        fixed["gradsafe_labelfree"] = float(
+            make_threshold("conformal", alpha=alpha)
+            .fit(scorers.gradsafe_calibration, scorers.gradsafe_calibration).threshold_
+        )  # fmt: skip
     tuned = [f for f in ("gradsafe", "embedding") if f in settings.filters]
     if settings.gradsafe_threshold is not None and "gradsafe" in tuned:
         fixed["gradsafe"] = float(settings.gradsafe_threshold)
@@ -255,12 +291,12 @@ def run_study(
                 if name == "none":
                     decisions[name] = FilterResult("none", np.full(len(data), np.nan),
                                                    np.zeros(len(data), dtype=bool))  # fmt: skip
-                elif name == "gradshield" and shield.refine:
+                elif name == "gradshield" and shield.refine_:
                     decisions[name] = shield.decide_gradients(scorers.kept[idx])
                 elif name == "gradshield":
                     decisions[name] = shield.decide(pool_scores["gradshield"][idx])
-                elif name in ("gradsafe", "embedding", "moderation"):
-                    s = pool_scores[name][idx]
+                elif name in ("gradsafe", "embedding", "moderation", "gradsafe_labelfree"):
+                    s = pool_scores["gradsafe" if name == "gradsafe_labelfree" else name][idx]
                     removed = np.nan_to_num(s, nan=-np.inf) > fixed[name]
                     decisions[name] = FilterResult(name, s, removed, fixed[name])
             if "random" in settings.filters:
@@ -284,13 +320,17 @@ def run_study(
     unit_of: dict[tuple, str] = {}
     payloads: dict[str, Any] = {}
     home_arg = None if home is None else str(home)
-    for seed, (kind, fraction), name, _labels, decision, data in cells:
-        same = (seed, decision.removed.tobytes(), kind, fraction)
-        if same not in unit_of:
-            key = f"seed {seed} | {kind} {fraction:g} | {name}"
-            unit_of[same] = key
-            payloads[key] = (model.spec, base_sha, tuple(decision.kept(data)), finetune_config,
-                             sets, settings.cache, home_arg, threads)  # fmt: skip
+    ft_seeds: tuple[int | None, ...] = settings.finetune_seeds or (None,)
+    for fseed in ft_seeds:  # the first fine-tuning seed's cells first (a cut run keeps them)
+        ft = finetune_config if fseed is None else finetune_config.model_copy(update={"seed": fseed})
+        for seed, (kind, fraction), name, _labels, decision, data in cells:
+            same = (seed, fseed, decision.removed.tobytes(), kind, fraction)
+            if same not in unit_of:
+                key = (f"seed {seed} | {kind} {fraction:g} | {name}" if fseed is None
+                       else f"seed {seed} ft {fseed} | {kind} {fraction:g} | {name}")  # fmt: skip
+                unit_of[same] = key
+                payloads[key] = (model.spec, base_sha, tuple(decision.kept(data)), ft,
+                                 sets, settings.cache, home_arg, threads)  # fmt: skip
     _BASES.clear()
     _BASES[(model.spec, base_sha)] = model  # the local backend reuses the driver's model
     sweep = Sweep("gradshield-cells", _cell_unit,
@@ -302,20 +342,29 @@ def run_study(
             done = run_sweep(sweep, progress=progress).raise_failed().results
     finally:
         _BASES.clear()
-    for seed, (kind, fraction), name, labels, decision, _data in cells:
-        cell = done[unit_of[(seed, decision.removed.tobytes(), kind, fraction)]]
-        metrics = filter_metrics(labels, decision.removed)
-        result.flags[(seed, kind, fraction, name)] = cell.flags
-        result.rows.append({
-            "seed": seed, "kind": kind, "fraction": fraction, "filter": name,
-            "threshold": decision.threshold, **metrics.to_dict(),
-            **{m: cell.rate(m) for m in cell.flags}, "n_train": cell.n_train,
-            "train_seconds": cell.train_seconds, "eval_seconds": cell.eval_seconds,
-            "cached": cell.cached,
-        })  # fmt: skip
+    for fseed in ft_seeds:
+        for seed, (kind, fraction), name, labels, decision, _data in cells:
+            cell = done[unit_of[(seed, fseed, decision.removed.tobytes(), kind, fraction)]]
+            _record(result, _replicate(seed, fseed), seed, fseed, kind, fraction, name, labels,
+                    decision, cell)  # fmt: skip
     result.timings["total"] = time.perf_counter() - start
     result.timings["cells"] = float(len(done))
     return result
+
+
+def _record(result: StudyResult, rep: Any, seed: int, fseed: int | None, kind: str,
+            fraction: float, name: str, labels: np.ndarray, decision: FilterResult,
+            cell: Any) -> None:  # fmt: skip
+    metrics = filter_metrics(labels, decision.removed)
+    result.flags[(rep, kind, fraction, name)] = cell.flags
+    result.rows.append({
+        "seed": seed, **({} if fseed is None else {"finetune_seed": fseed, "replicate": rep}),
+        "kind": kind, "fraction": fraction, "filter": name,
+        "threshold": decision.threshold, **metrics.to_dict(),
+        **{m: cell.rate(m) for m in cell.flags}, "n_train": cell.n_train,
+        "train_seconds": cell.train_seconds, "eval_seconds": cell.eval_seconds,
+        "cached": cell.cached,
+    })  # fmt: skip
 
 
 #: Base models a unit may reuse instead of loading: (spec, weights SHA-256) -> LanguageModel.
