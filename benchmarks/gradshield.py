@@ -3,6 +3,7 @@ baselines' scorers, and the cost of the whole filter relative to the fine-tuning
 
     python benchmarks/gradshield.py            # chat-s, 1,000 examples, the attack's 150 steps
     python benchmarks/gradshield.py --quick    # chat-xs, 400 examples, 40 steps of batch 16
+    python benchmarks/gradshield.py --refine 0 # the plain score (the default until session 46)
 
 Same run, same process, 1 torch thread, deterministic kernels:
 
@@ -17,6 +18,10 @@ Same run, same process, 1 torch thread, deterministic kernels:
   fine-tuning run on that mix (measured, not extrapolated from steps). Batches are
   length-bucketed, so a step's cost depends on its bucket: the 5 timed steps are a sample, and
   150 steps need not cost 150 times their median.
+
+``--refine`` (default: the library default, ``refine=1`` in the union mode): with refine the fit
+also keeps the kept-slice gradients of both trusted halves, and scoring keeps each example's
+kept-slice gradient and re-estimates the direction per filtered set.
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="chat-xs, 400 examples, 40 steps")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
+    parser.add_argument("--refine", type=int, choices=(0, 1, 2), default=None,
+                        help="GradShield's refine (default: the library default, 1)")
     args = parser.parse_args()
     spec = "organism:chat-xs" if args.quick else "organism:chat-s"
     n, steps, batch = (400, 40, 16) if args.quick else (1000, 150, 32)
@@ -70,7 +77,8 @@ def main() -> None:
         mix = build_mix("explicit", 0.05, n, seed=0)
         data = list(mix.examples)
         chunks = [data[32 * i : 32 * (i + 1)] for i in range(6)]  # a warm-up and 5 repeats
-        print(f"{spec}; threads 1; kernel {torch.backends.cpu.get_cpu_capability()}")
+        print(f"{spec}; threads 1; kernel {torch.backends.cpu.get_cpu_capability()}; "
+              f"refine {'default (1)' if args.refine is None else args.refine}")
 
         step_cfg = ATTACK_CONFIG.model_copy(update={"steps": 6, "batch_size": 32, "threads": 1})
         copy = lm.load(spec)
@@ -81,7 +89,7 @@ def main() -> None:
         print(f"one training step (batch 32): {_summary(step_s)}")
 
         start = time.perf_counter()
-        shield = GradShield(FIHS(slice_fraction=0.01)).fit(model, refs)
+        shield = GradShield(FIHS(slice_fraction=0.01), refine=args.refine).fit(model, refs)
         fit_s = time.perf_counter() - start
         gradsafe = GradSafeScorer().fit(model, list(refs.harmful), list(refs.benign_slices))
         embedder = None

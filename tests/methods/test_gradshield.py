@@ -275,6 +275,7 @@ def test_gradshield_removes_explicit_harmful_examples_on_chat_xs(chat_xs):
 
     model = LanguageModel(chat_xs.model, chat_xs.tokenizer)
     shield = GradShield().fit(model, organism_references(16, 128))
+    assert shield.refine_ == 1  # the default: the self-trained reference, union mode
     m = build_mix("explicit", 0.05, 200, seed=3)
     result = shield.filter(model, list(m.examples))
     metrics = filter_metrics(np.array(m.harmful), result.removed)
@@ -655,18 +656,25 @@ def test_miss_rows_reproduce_the_default_filter_on_chat_xs(chat_xs):
 
 @pytest.mark.slow
 def test_refined_gradshield_filters_by_the_self_trained_scores_of_its_own_set(tiny, refs):
-    """filter(refine=1) = self_trained_scores on the set's kept gradients; its plain FIHS is
-    the unrefined score; refine needs the plain conformal setting and refuses 'decide'."""
+    """filter(refine=1, the default) = self_trained_scores on the set's kept gradients; its
+    plain FIHS is the unrefined score; refine needs the plain conformal setting and refuses
+    'decide'; refine=0 is the plain filter; other rules resolve the default to 0."""
     from trustlab.methods.gradshield.refine import self_trained_scores
     from trustlab.methods.gradshield.thresholds import ConformalThreshold
 
     data = utility_examples(30, 4) + explicit_harmful_examples(10, 4)
-    shield = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine=1,
+    # the default: refine=None resolves to 1 (union) with the conformal rule on the plain score
+    shield = GradShield(FIHS(slice_fraction=0.05, batch_size=8),
                         threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
+    assert shield.refine is None and shield.refine_ == 1 and shield.refine_mode == "union"
     plain = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine=0,
                        threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
     got = shield.filter(tiny, data)
-    np.testing.assert_allclose(got.info["fihs_plain"], plain.score(tiny, data), atol=1e-5)
+    assert got.info["rule"] == "conformal, refine=1 (union)" and plain.refine_ == 0
+    mine = plain.filter(tiny, data)  # refine=0: the plain score and cut, 'decide' allowed
+    assert np.array_equal(mine.removed, plain.decide(mine.scores).removed)
+    assert not (mine.removed & ~got.removed).any()  # the union removes all the plain cut does
+    np.testing.assert_allclose(got.info["fihs_plain"], mine.scores, atol=1e-5)
     np.testing.assert_allclose(shield.calibration_scores_, plain.calibration_scores_, atol=1e-5)
     grads = shield.fihs_.kept_gradients(tiny, data)
     s, cal, cut = self_trained_scores(grads, shield.calibration_grads_, shield.slice_grads_,
@@ -686,32 +694,13 @@ def test_refined_gradshield_filters_by_the_self_trained_scores_of_its_own_set(ti
         shield.decide(got.scores)
     with pytest.raises(InputError, match="conformal"):
         GradShield(refine=1, threshold="otsu").fit(tiny, refs)
+    otsu = GradShield(FIHS(slice_fraction=0.05, batch_size=8), threshold="otsu").fit(tiny, refs)
+    assert otsu.refine_ == 0  # the default resolves to the plain score where refine can't work
     with pytest.raises(InputError, match="refine"):
         GradShield(refine=-1).fit(tiny, refs)
 
 
-def test_refine_is_one_by_default_where_it_applies_and_zero_turns_it_off(tiny, refs):
-    """The default GradShield (conformal, plain concat score) refines once in the union mode;
-    rules refine cannot work with resolve to 0 instead of failing; refine=0 is the plain score."""
-    data = utility_examples(30, 4) + explicit_harmful_examples(10, 4)
-    fihs = dict(slice_fraction=0.05, batch_size=8)
-    default = GradShield(FIHS(**fihs), threshold_options={"alpha": 0.05}).fit(tiny, refs)
-    assert default.refine is None and default.refine_ == 1 and default.refine_mode == "union"
-    got = default.filter(tiny, data)
-    assert got.info["rule"] == "conformal, refine=1 (union)" and "plain_threshold" in got.info
-    assert hasattr(default, "slice_grads_")
-    plain = GradShield(FIHS(**fihs), refine=0, threshold_options={"alpha": 0.05}).fit(tiny, refs)
-    assert plain.refine_ == 0 and not hasattr(plain, "slice_grads_")
-    mine = plain.filter(tiny, data)
-    assert np.array_equal(mine.removed, plain.decide(mine.scores).removed)
-    # the union removes everything the plain cut removes
-    assert not (mine.removed & ~got.removed).any()
-    otsu = GradShield(FIHS(**fihs), threshold="otsu").fit(tiny, refs)
-    assert otsu.refine_ == 0
-    otsu.decide(otsu.score(tiny, data))  # the plain path, no error
-    assert GradShield(FIHS(aggregate="mean", **fihs)).fit(tiny, refs).refine_ == 0
-
-
+@pytest.mark.slow
 def test_study_fine_tunes_each_set_once_per_seed_and_gradsafe_labelfree_cut_uses_no_labels(
     tiny, refs, monkeypatch
 ):
