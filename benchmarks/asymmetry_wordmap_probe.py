@@ -53,6 +53,27 @@ its Clopper-Pearson 95 % interval next to base's; it *generalises* if the fine-t
 exceeds base's by a one-sided exact McNemar (sign) test p <= 0.05 on the paired words, else it
 is memorisation of the trained pairs. Encode accuracy is reported, not part of the rule.
 
+**Learning curve (``--eval-at``, session 46, added and fixed before its run).** The same
+probe with checkpoints inside ONE fine-tuning run: ``--steps N --eval-at a,b,...,N`` scores the
+four word sets (trained/aside x decode/encode, same prompts, judge and 16 tokens) at each listed
+step through ``finetune``'s periodic ``evaluate`` hook (``eval_every`` = the checkpoints' gcd;
+steps not listed are skipped). The meaning tasks are scored at the last checkpoint only (they
+cost ~13 CPU-s and were 0/24 in every arm so far). Note the cosine schedule runs over all N
+steps, so checkpoint ``a`` is a point on one N-step run, not an ``a``-step run. Curriculum
+data: ``4 N`` examples drawn as before (for N = 150 exactly the diagnostic's data).
+Rule, per checkpoint: the map is **learned** there if trained-word decode D >= 0.5; the letter
+map **generalises** there if the fine-tuned aside-word decode count exceeds base's by the
+one-sided exact sign test p <= 0.05 on the paired words. Primary reading: the LAST checkpoint
+(the rule above, D and M, plus generalisation); the earlier checkpoints are the curve's shape,
+read descriptively (four uncorrected tests are not four findings). What is read: the
+checkpoint x {trained, aside} x {decode, encode} counts with Clopper-Pearson 95 % intervals,
+the first checkpoint where D >= 0.5 (if any), and whether D rises across checkpoints.
+*Sizing rule* (fixed before the run): with r the CPU-s per training step and E the CPU-s of
+one word-set evaluation, both measured in a 10-step smoke run on the same core, and W the
+wall-clock seconds from launch to the deadline (04:02) less 15 % for contention, N is the
+largest multiple of 40 with setup + base scoring + 4 E + 13 + r N <= W (cap 560), with
+checkpoints at N/4, N/2, 3N/4, N.
+
 Writes ``probe.json`` (settings, losses, CPU-s, counts, intervals, per-word verdicts keyed by
 the plain word — the words are benign dictionary words, countries and capitals; no reply text).
 """
@@ -63,7 +84,7 @@ import argparse
 import json
 import re
 import time
-from math import comb
+from math import comb, gcd
 from pathlib import Path
 
 import numpy as np
@@ -145,10 +166,23 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", default="organism:smol-chat")
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--n-aside", type=int, default=40)
+    ap.add_argument("--eval-at", default="",
+                    help="comma-separated steps to score the word sets at during one run "
+                         "(the last must equal --steps); default: only after training")  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="2 steps, 4 words a set (smoke test)")
     args = ap.parse_args(argv)
     if args.quick:
         args.steps = 2
+    if args.steps <= 0:
+        ap.error(f"--steps must be a positive integer, got {args.steps}")
+    try:
+        eval_at = [int(x) for x in args.eval_at.split(",") if x.strip()]
+    except ValueError:
+        ap.error(f"--eval-at must be comma-separated integers, got {args.eval_at!r}")
+    if eval_at and (eval_at != sorted(set(eval_at)) or eval_at[0] <= 0
+                    or eval_at[-1] != args.steps):  # fmt: skip
+        ap.error(f"--eval-at must be increasing positive steps ending at --steps "
+                 f"({args.steps}), got {args.eval_at!r}")  # fmt: skip
 
     import torch
 
@@ -239,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
 
     wj, mj = WordJudge(), FullReplyExactJudge()
 
-    def score(model: object, label: str) -> dict:
+    def score(model: object, label: str, with_meaning: bool = True) -> dict:
         c = time.process_time()
         point: dict = {}
         r = lm.evaluate({label: model}, list(word_sets.values()),
@@ -255,6 +289,10 @@ def main(argv: list[str] | None = None) -> None:
             point[name] = {"correct": k, "n": len(v), "rate": k / len(v), "prefix": sum(pre),
                            "ci95": clopper_pearson(k, len(v)),
                            "verdicts": {s.item_meta(i)["word"]: v[i] for i in range(len(v))}}  # fmt: skip
+        if not with_meaning:
+            point["eval_cpu_s"] = time.process_time() - c
+            log(label, {k: (v["correct"], v["n"]) for k, v in point.items() if k in word_sets})
+            return point
         r = lm.evaluate({label: model}, [meaning], {"meaning": [mj]},
                         transforms={"t": ForEvaluation(t, name=t.label)},
                         decoding=lm.Decoding(max_new_tokens=32), keep_text=True)  # fmt: skip
@@ -287,25 +325,56 @@ def main(argv: list[str] | None = None) -> None:
         if step % 25 == 0:
             log(f"step {step}/{total} loss {loss:.3f}")
 
+    bw = result["models"]["base"]["aside_decode"]["verdicts"]
+
+    def generalisation(fw: dict) -> dict:
+        wins = sum(1 for w in fw if fw[w] and not bw[w])
+        losses = sum(1 for w in fw if bw[w] and not fw[w])
+        p = sign_test(wins, losses)
+        return {"aside_decode_only_finetuned": wins, "aside_decode_only_base": losses,
+                "aside_p_one_sided": p, "generalises": p <= 0.05}  # fmt: skip
+
+    curve: list[dict] = []
+
+    def checkpoint(m: object, step: int) -> dict[str, float]:
+        if step not in eval_at:
+            return {}
+        pt = score(model, f"step {step}", with_meaning=step == eval_at[-1])
+        pt["step"] = step
+        pt["cpu_s"] = time.process_time() - cpu0
+        pt["learned"] = pt["trained_decode"]["rate"] >= 0.5
+        pt.update(generalisation(pt["aside_decode"]["verdicts"]))
+        curve.append(pt)
+        result["curve"] = curve
+        (out / "probe.json").write_text(json.dumps(result, indent=2))  # partial, per checkpoint
+        return {"trained_decode": pt["trained_decode"]["rate"]}
+
     c = time.process_time()
-    res = finetune(model, data, cfg, progress=progress)
-    train_cpu = time.process_time() - c
-    point = score(model, "wordmap")
+    if eval_at:
+        result["eval_at"] = eval_at
+        res = finetune(model, data, cfg, evaluate=checkpoint, eval_every=gcd(*eval_at),
+                       progress=progress)  # fmt: skip
+        train_cpu = time.process_time() - c - sum(p["eval_cpu_s"] for p in curve)
+        point = dict(curve[-1])
+    else:
+        res = finetune(model, data, cfg, progress=progress)
+        train_cpu = time.process_time() - c
+        point = score(model, "wordmap")
     point.update(train_cpu_s=train_cpu, loss_first=float(res.losses[0]),
                  loss_last=float(np.mean(res.losses[-20:])))  # fmt: skip
     result["models"]["wordmap"] = point
-    b, f = result["models"]["base"], point
+    f = point
     D = f["trained_decode"]["rate"]
     M = f["meaning"]["either"]
     verdict = ("map not learned" if D < 0.5 else
                "learned but not used" if M <= 2 else "learned and used")  # fmt: skip
-    bw, fw = b["aside_decode"]["verdicts"], f["aside_decode"]["verdicts"]
-    wins = sum(1 for w in fw if fw[w] and not bw[w])
-    losses = sum(1 for w in fw if bw[w] and not fw[w])
-    p = sign_test(wins, losses)
     result["rule"] = {"D_trained_decode": D, "M_meaning_either": M, "verdict": verdict,
-                      "aside_decode_only_finetuned": wins, "aside_decode_only_base": losses,
-                      "aside_p_one_sided": p, "generalises": p <= 0.05}  # fmt: skip
+                      **generalisation(f["aside_decode"]["verdicts"])}  # fmt: skip
+    if curve:
+        first = [pt["step"] for pt in curve if pt["learned"]]
+        result["rule"]["first_learned_step"] = first[0] if first else None
+        result["rule"]["curve_trained_decode"] = {pt["step"]: pt["trained_decode"]["correct"]
+                                                  for pt in curve}  # fmt: skip
     result["cpu_s_total"] = time.process_time() - cpu0
     (out / "probe.json").write_text(json.dumps(result, indent=2))
     log("rule:", result["rule"])
