@@ -72,7 +72,10 @@ the first checkpoint where D >= 0.5 (if any), and whether D rises across checkpo
 one word-set evaluation, both measured in a 10-step smoke run on the same core, and W the
 wall-clock seconds from launch to the deadline (04:02) less 15 % for contention, N is the
 largest multiple of 40 with setup + base scoring + 4 E + 13 + r N <= W (cap 560), with
-checkpoints at N/4, N/2, 3N/4, N.
+checkpoints at N/4, N/2, 3N/4, N. (Measured in the smoke run: r = 2.66, E = 52, setup and base
+scoring 54 CPU-s; launched 03:34:29, so N = 400. The run: 1,169 CPU-s, 19.7 min wall; figures
+in docs/methods/asymmetry.md, "word-map learning curve". Not part of ``make bench``, which runs
+the no-argument defaults above.)
 
 Writes ``probe.json`` (settings, losses, CPU-s, counts, intervals, per-word verdicts keyed by
 the plain word — the words are benign dictionary words, countries and capitals; no reply text).
