@@ -93,7 +93,7 @@ test-all: setup browser
 	$(BIN)/python -m pytest -m ""
 
 bench: setup
-	@for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+	@for f in benchmarks/[!_]*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks

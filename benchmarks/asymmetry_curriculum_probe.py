@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _asymmetry_lora import cpu_logger, smol_lora_config
+
 
 def sign_test(wins: int, losses: int) -> float:
     """Exact one-sided sign test: P(X >= wins) for X ~ Binomial(wins + losses, 1/2)."""
@@ -72,15 +74,12 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     cpu0 = time.process_time()
 
-    def log(*a: object) -> None:
-        print(f"[{time.process_time() - cpu0:7.1f} CPU-s {time.strftime('%H:%M:%S')}]", *a,
-              flush=True)  # fmt: skip
+    log = cpu_logger(cpu0)
 
     t = make_transform(args.transform)
     name = t.label
     n = 4 * args.steps
-    cfg = {"steps": args.steps, "batch_size": 4, "lr": 1e-3, "warmup": 20, "seed": 0,
-           "threads": 1, "lora": {"r": 16, "alpha": 32, "layers": "all"}}  # fmt: skip
+    cfg = smol_lora_config(args.steps)
     corpus = chat_corpus(0)
     shares = {"recipe": 0.0, "curriculum": args.curriculum_share}
     arms = {arm: adaptation_data(t, n, seed=0, plain_share=0.25, refusal_share=0.2,

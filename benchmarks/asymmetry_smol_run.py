@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _asymmetry_lora import cpu_logger, smol_lora_config
+
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -65,15 +67,12 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     cpu0 = time.process_time()
 
-    def log(*a: object) -> None:
-        print(f"[{time.process_time() - cpu0:7.1f} CPU-s {time.strftime('%H:%M:%S')}]", *a,
-              flush=True)  # fmt: skip
+    log = cpu_logger(cpu0)
 
     t = make_transform(args.transform)
     name = t.label
     spec = args.model
-    cfg = {"steps": args.steps or 5, "batch_size": 4, "lr": args.lr, "warmup": 20, "seed": 0,
-           "threads": 1, "lora": {"r": 16, "alpha": 32, "layers": "all"}}  # fmt: skip
+    cfg = smol_lora_config(args.steps or 5, lr=args.lr)
     if not args.steps:  # a timing run on a separate copy: the rate that sizes the run
         data = adaptation_data(t, 4 * args.max_steps, seed=0, plain_share=args.plain_share,
                                refusal_share=args.refusal_share, corpus=chat_corpus(0),

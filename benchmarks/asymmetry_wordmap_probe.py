@@ -92,6 +92,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _asymmetry_lora import cpu_logger, smol_lora_config
+
 AS_WRITTEN_PREFIX = re.compile(r"^\s*Sure:\s*")
 
 
@@ -206,9 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     cpu0 = time.process_time()
 
-    def log(*a: object) -> None:
-        print(f"[{time.process_time() - cpu0:7.1f} CPU-s {time.strftime('%H:%M:%S')}]", *a,
-              flush=True)  # fmt: skip
+    log = cpu_logger(cpu0)
 
     t = make_transform("caesar")
     corpus = chat_corpus(0)
@@ -265,8 +265,7 @@ def main(argv: list[str] | None = None) -> None:
     shown = {w for p, r in data for w in _WORD.findall(f"{p} {r}")}
     assert not (set(aside) & shown), "an aside word is in the fine-tuning data"
     assert not any(tasks.instruction(i) in {x for pr in data for x in pr} for i in meaning_pick)
-    cfg = {"steps": args.steps, "batch_size": 4, "lr": 1e-3, "warmup": 20, "seed": 0,
-           "threads": 1, "lora": {"r": 16, "alpha": 32, "layers": "all"}}  # fmt: skip
+    cfg = smol_lora_config(args.steps)
     result: dict = {"model": args.model, "transform": t.label, "config": cfg,
                     "n_examples": len(data), "quick": args.quick,
                     "trained_words": trained, "aside_words": aside, "meaning_size": len(meaning),
