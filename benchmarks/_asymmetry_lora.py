@@ -25,3 +25,34 @@ def cpu_logger(cpu0: float) -> Callable[..., None]:
               flush=True)  # fmt: skip
 
     return log
+
+
+def development_tasks(
+    transform: Any, datasets: Any, corpus: Any, n_dev: int, n_meaning: int
+) -> tuple[Any, list[int], list[int]]:
+    """The probes' development draws, shared so that every probe reads the same items: the
+    chat corpus's train tasks minus every prompt and response of the adaptation ``datasets``
+    (and their decodings); ``dev``: ``n_dev`` of the first 400 left (generator seed 11);
+    ``meaning``: ``n_meaning`` capital and ``n_meaning`` translate tasks of the rest (seed 12).
+    Returns the task set and the two index lists."""
+    import numpy as np
+
+    from trustlab.datasets.prompt_sets import organism_prompt_set
+
+    used: set[str] = set()
+    for data in datasets:
+        for p, r in data:
+            used |= {p, r}
+            for x in (p, r):
+                if transform.rejects(x) is None:
+                    used.add(transform.decode(x))
+    tasks = organism_prompt_set("task", split="train", corpus=corpus)
+    keep = [i for i in range(len(tasks)) if tasks.instruction(i) not in used][:400]
+    pick = sorted(np.random.default_rng(11).choice(keep, n_dev, replace=False).tolist())
+    rest = [i for i in range(len(tasks)) if tasks.instruction(i) not in used and i not in pick]
+    rng = np.random.default_rng(12)
+    meaning: list[int] = []
+    for task in ("capital", "translate"):
+        cand = [i for i in rest if tasks.item_meta(i)["category"] == task]
+        meaning += sorted(rng.choice(cand, n_meaning, replace=False).tolist())
+    return tasks, pick, meaning

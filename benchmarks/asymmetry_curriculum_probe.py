@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _asymmetry_lora import cpu_logger, smol_lora_config
+from _asymmetry_lora import cpu_logger, development_tasks, smol_lora_config
 
 
 def sign_test(wins: int, losses: int) -> float:
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(1)
     import trustlab.lm as lm
-    from trustlab.datasets.prompt_sets import PromptSet, organism_prompt_set
+    from trustlab.datasets.prompt_sets import PromptSet
     from trustlab.finetune import finetune
     from trustlab.methods.asymmetry import adaptation_data, make_transform
     from trustlab.methods.asymmetry.adaptation import ForEvaluation
@@ -85,22 +85,8 @@ def main(argv: list[str] | None = None) -> None:
     arms = {arm: adaptation_data(t, n, seed=0, plain_share=0.25, refusal_share=0.2,
                                  curriculum_share=share, corpus=corpus)
             for arm, share in shares.items()}  # fmt: skip
-    used: set[str] = set()
-    for data in arms.values():
-        for p, r in data:
-            used |= {p, r}
-            for x in (p, r):
-                if t.rejects(x) is None:
-                    used.add(t.decode(x))
-    tasks = organism_prompt_set("task", split="train", corpus=corpus)
-    keep = [i for i in range(len(tasks)) if tasks.instruction(i) not in used][:400]
-    pick = sorted(np.random.default_rng(11).choice(keep, args.n_dev, replace=False).tolist())
-    rest = [i for i in range(len(tasks)) if tasks.instruction(i) not in used and i not in pick]
-    rng = np.random.default_rng(12)
-    meaning_pick: list[int] = []
-    for task in ("capital", "translate"):
-        cand = [i for i in rest if tasks.item_meta(i)["category"] == task]
-        meaning_pick += sorted(rng.choice(cand, args.n_meaning, replace=False).tolist())
+    tasks, pick, meaning_pick = development_tasks(t, arms.values(), corpus, args.n_dev,
+                                                  args.n_meaning)  # fmt: skip
 
     def subset(set_name: str, idx: list[int]) -> PromptSet:
         return PromptSet(set_name, tuple(tasks.prompts[i] for i in idx),

@@ -92,7 +92,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _asymmetry_lora import cpu_logger, smol_lora_config
+from _asymmetry_lora import cpu_logger, development_tasks, smol_lora_config
 
 AS_WRITTEN_PREFIX = re.compile(r"^\s*Sure:\s*")
 
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(1)
     import trustlab.lm as lm
-    from trustlab.datasets.prompt_sets import PromptSet, organism_prompt_set
+    from trustlab.datasets.prompt_sets import PromptSet
     from trustlab.finetune import finetune
     from trustlab.methods.asymmetry import adaptation_data, cipher_curriculum, make_transform
     from trustlab.methods.asymmetry.adaptation import (
@@ -214,23 +214,9 @@ def main(argv: list[str] | None = None) -> None:
     corpus = chat_corpus(0)
     # --- the meaning tasks, drawn exactly as asymmetry_curriculum_probe.py draws them ---------
     n_probe = 4 * 100
-    used: set[str] = set()
-    for share in (0.0, 0.4):
-        for p, r in adaptation_data(t, n_probe, seed=0, plain_share=0.25, refusal_share=0.2,
-                                    curriculum_share=share, corpus=corpus):  # fmt: skip
-            used |= {p, r}
-            for x in (p, r):
-                if t.rejects(x) is None:
-                    used.add(t.decode(x))
-    tasks = organism_prompt_set("task", split="train", corpus=corpus)
-    keep = [i for i in range(len(tasks)) if tasks.instruction(i) not in used][:400]
-    pick = sorted(np.random.default_rng(11).choice(keep, 30, replace=False).tolist())
-    rest = [i for i in range(len(tasks)) if tasks.instruction(i) not in used and i not in pick]
-    rng = np.random.default_rng(12)
-    meaning_pick: list[int] = []
-    for task in ("capital", "translate"):
-        cand = [i for i in rest if tasks.item_meta(i)["category"] == task]
-        meaning_pick += sorted(rng.choice(cand, 12, replace=False).tolist())
+    arms = [adaptation_data(t, n_probe, seed=0, plain_share=0.25, refusal_share=0.2,
+                            curriculum_share=share, corpus=corpus) for share in (0.0, 0.4)]
+    tasks, _dev, meaning_pick = development_tasks(t, arms, corpus, 30, 12)
     if args.quick:
         meaning_pick = meaning_pick[:2] + meaning_pick[12:14]
     meaning = PromptSet("meaning", tuple(tasks.prompts[i] for i in meaning_pick),
