@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="share of cipher_curriculum examples (session 46's probe; 0: session 45)")
     ap.add_argument("--n-heldout", type=int, nargs=3, default=(40, 40, 20),
                     help="held-out tasks, harmful prompts, over-refusal prompts")
+    ap.add_argument("--heldout", choices=("gated", "always"), default="gated",
+                    help="gated: the held-out protocol runs only if the development gate passes "
+                         "(session 45); always: it runs regardless (session 47's amended rule)")
     args = ap.parse_args(argv)
 
     import torch
@@ -147,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     _plot(curve, base_dev, args.tolerance, name, out / "curve.png")
     log(f"development gate {'passes' if gate else 'fails'}: {final:.3f} vs {base_dev:.3f} - "
         f"{args.tolerance}")  # fmt: skip
-    if not gate:
+    if not gate and args.heldout == "gated":
         return
     adapted = out / "adapted"
     with torch.no_grad():
