@@ -8,6 +8,7 @@ from trustlab.methods.mars.steering import prompt_has_images
 from trustlab.methods.mars.study import MarsConfig, build_prompts, _load, MemoTower
 from trustlab.organisms import build_chat_corpus
 from trustlab.organisms.vlm_data import build_vision_corpus
+from trustlab.organisms.vlm_metrics import word_tokenizer
 
 model_name, seed = sys.argv[1], int(sys.argv[2])
 t0 = time.process_time()
@@ -41,7 +42,7 @@ with torch_runtime(1):
         print(f"{name:15s} recentred {q(t_re)} | raw {q(t_raw)}")
     # true offset of word images: image prompt vs the same request typed before the instruction
     chat = build_chat_corpus(0, n_train=2000, n_heldout=200)
-    vis = build_vision_corpus(chat, model.tokenizer, seed=99, n_train=0, n_heldout=120)
+    vis = build_vision_corpus(chat, word_tokenizer(model), seed=99, n_train=0, n_heldout=120)
     for kind in ("image_task", "image_harmful"):
         ex = [e for e in vis if e.kind == kind][:40]
         img = [e.messages() for e in ex]

@@ -202,6 +202,10 @@ def _build_into(spec: OrganismSpec, out: Path, progress: Progress | None) -> dic
         from trustlab.organisms.smol import build_smol
 
         card = build_smol(spec, out, progress)
+    elif spec.kind == "vision-language" and (spec.vision or {}).get("projector"):
+        from trustlab.organisms.vlm_projector import build_projected_vlm
+
+        card = build_projected_vlm(spec, out, progress)
     elif spec.kind == "vision-language":
         from trustlab.organisms.vlm_build import build_vlm
 

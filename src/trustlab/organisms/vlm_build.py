@@ -418,6 +418,10 @@ def load_vlm(path: str | Path, *, dtype: Any = None, device: str | None = None, 
     if not config_path.is_file():
         raise DataError(f"{path} holds no vision-language organism (no {CONFIG_FILE}).")
     config = json.loads(config_path.read_text(encoding="utf-8"))
+    if config.get("format") == "trustlab-vlm-projector-1":  # a frozen backbone + projector
+        from trustlab.organisms.vlm_projector import load_projected_vlm
+
+        return load_projected_vlm(path, config, dtype=dtype, device=device, spec=spec)
     text = load_hf(path, dtype=dtype, device=device)
     encoder = CellEncoder(config["classes"], config["d_model"], tuple(config["hidden"]),
                           modality=bool(config.get("modality", False)))  # fmt: skip

@@ -251,7 +251,10 @@ def build_prompts(config: MarsConfig, model: Any, ctx: RunContext) -> dict[str, 
         config.neutral_instructions, config.n_neutral,
         seed=int(ctx.child_rng("neutral").integers(2**31 - 1)), size=size,
     )  # fmt: skip
-    tokenizer = model.tokenizer if config.model.startswith("organism:") else _Words()
+    from trustlab.organisms.vlm_metrics import word_tokenizer
+
+    # what a word image shows: the organism's word pieces (vlm-smol: its reader's vocabulary)
+    tokenizer = word_tokenizer(model) if config.model.startswith("organism:") else _Words()
     n = config.n_eval
     vis = build_vision_corpus(chat, tokenizer, seed=int(ctx.child_rng("images").integers(2**31 - 1)),
                               n_train=0, n_heldout=2 * n)  # fmt: skip

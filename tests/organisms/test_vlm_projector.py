@@ -1,0 +1,108 @@
+"""The projected vision-language organism's plumbing (vlm-smol's recipe: a frozen backbone, a
+frozen cell reader, a LLaVA projector trained alone). Fast: a tiny random Llama and a random
+reader; no organism is built (the real build is the slow test at the end)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the vision organisms need trustlab[llm] (torch)")
+pytest.importorskip("transformers")
+
+from trustlab.organisms.specs import SPECS  # noqa: E402
+from trustlab.organisms.tokenizer import build_tokenizer  # noqa: E402
+from trustlab.organisms.vlm_data import IMAGE_TOKEN, ImageSpec, RenderStyle  # noqa: E402
+from trustlab.organisms.vlm_encoder import CellEncoder  # noqa: E402
+from trustlab.organisms.vlm_projector import (  # noqa: E402
+    CellProjector,
+    ProjectedTower,
+    _as_vlm,
+    add_image_token,
+    splice_images,
+    train_projector,
+)
+
+WORDS = ["hello", "world", "red", "sun", "tea", "cup", "blue", "moon"]
+
+
+def _parts():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = add_image_token(build_tokenizer([" ".join(WORDS) + " Copy the words in the image . \n"]))
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tok) - 1,  # the image token is never embedded: no resized matrix
+        hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=True,
+        initializer_range=0.5,  # logits that can move (at 0.02 every reply is near uniform)
+    )).eval()  # fmt: skip
+    reader = CellEncoder(["", *WORDS], 4, hidden=(32, 16))
+    for p in reader.parameters():
+        p.requires_grad_(False)
+    tower = ProjectedTower(reader.eval(), CellProjector(16, 16))
+    return tok, model, tower
+
+
+def test_image_vectors_enter_at_the_image_token_and_nowhere_else():
+    tok, model, tower = _parts()
+    vlm = _as_vlm(model, tok, tower, tok, "test")
+    image = ImageSpec("words", 3, words=("hello", "world", "sun")).render(RenderStyle())
+    prompt = [{"role": "user", "content": [{"type": "image", "image": image},
+                                           {"type": "text", "text": "Copy the words in the image ."}]}]  # fmt: skip
+    ids = vlm.tokenize([prompt])[0]
+    k = ids.index(tok.convert_tokens_to_ids(IMAGE_TOKEN))
+    with torch.no_grad():
+        vectors = tower.tower([image])[0]
+        embeds = vlm.prompt_embeds([prompt])[0]
+        text = model.get_input_embeddings()(torch.tensor([i for i in ids if i != ids[k]]))
+    n = vectors.shape[0]
+    assert n == 4  # the global vector and the three written cells
+    assert embeds.shape[0] == len(ids) - 1 + n
+    assert torch.equal(embeds[k : k + n], vectors)
+    assert torch.equal(torch.cat([embeds[:k], embeds[k + n :]]), text)
+    # splice_images, the training path, puts them in the same place
+    row = torch.tensor([ids[:k] + [ids[k]] * n + ids[k + 1 :]])
+    with torch.no_grad():
+        assert torch.equal(splice_images(model, row, ids[k], [vectors])[0], embeds)
+    # a text-only conversation renders as the backbone's own ChatML template would
+    chat = [{"role": "user", "content": "hi"}]
+    text = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    assert text.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_stage_one_lowers_the_reading_loss_and_leaves_the_backbone_bit_identical():
+    tok, model, tower = _parts()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    reader_before = {k: v.clone() for k, v in tower.reader.state_dict().items()}
+    examples = [
+        {"image": ImageSpec("words", s, words=w), "question": q, "answer": " ".join(w)}
+        for s, w, q in [(1, ("hello", "world"), None), (2, ("red", "sun", "tea"), None),
+                        (3, ("cup", "blue"), "Copy the words in the image ."),
+                        (4, ("moon", "hello", "cup"), None)]
+    ]  # fmt: skip
+    stats = train_projector(model, tower, tok, examples, steps=30, batch_size=4, lr=3e-2, warmup=2,
+                            generator=torch.Generator().manual_seed(0), style=RenderStyle())  # fmt: skip
+    assert stats["stage1_final_loss"] < 0.8 * stats["stage1_first_loss"], stats
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert all(torch.equal(reader_before[k], v) for k, v in tower.reader.state_dict().items())
+
+
+def test_vlm_smol_is_the_frozen_smol_chat_with_vlm_xs_eyes():
+    spec = SPECS["vlm-smol"]
+    assert spec.kind == "vision-language" and spec.slow and spec.base == "smol-chat"
+    assert spec.vision == {"projector": True, "reader": "vlm-xs"}
+
+
+@pytest.mark.slow
+def test_vlm_smol_builds_reads_and_keeps_the_typed_refusal(organism_home):
+    from trustlab import lm
+    from trustlab.organisms import build, read_card
+    from trustlab.organisms.vlm_build import load_vlm
+
+    path = build("vlm-smol", home=organism_home)
+    card = read_card("vlm-smol", home=organism_home)
+    assert all(card["targets_met"].values()), card["targets_met"]
+    assert card["build_cpu_seconds"] <= 1500, card["build_cpu_seconds"]
+    model = load_vlm(path)
+    assert isinstance(model, lm.VisionLanguageModel) and model.word_tokenizer is not None
