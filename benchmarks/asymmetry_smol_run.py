@@ -5,7 +5,9 @@ settings, fixed before the run, and the measured figures.
 
     python benchmarks/asymmetry_smol_run.py --transform caesar --out runs/asymmetry_smol_run
 
-(those are the defaults, so ``make bench`` runs it too: about 1,340 CPU-s).
+(those are the defaults, so ``make bench`` runs it too: about 1,340 CPU-s). Session 47's run,
+the one that passes the gate (docs), is ``--steps 1000 --eval-every 200 --heldout always``
+(3,090 CPU-s).
 
 Costs (session 45, one thread): about 3 CPU-s per LoRA step of 4 on all layers, 10-20 CPU-s
 per learning-curve point, a few CPU-minutes for the held-out protocol. Writes ``curve.json``
