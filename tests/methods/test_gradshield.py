@@ -279,7 +279,10 @@ def test_gradshield_removes_explicit_harmful_examples_on_chat_xs(chat_xs):
     m = build_mix("explicit", 0.05, 200, seed=3)
     result = shield.filter(model, list(m.examples))
     metrics = filter_metrics(np.array(m.harmful), result.removed)
-    assert metrics.recall == 1.0 and metrics.benign_removed <= 0.03
+    # two-sided since session 47: on chat-xs's task-only data the refusal-ward cut alone takes
+    # 4-5 % of the benign examples (docs *Fidelity*, rule 5); the compliance side stays <= 1 %
+    assert metrics.recall == 1.0 and metrics.benign_removed <= 0.07
+    assert result.info["removed_upper"] <= 0.01 * 190 + 10
     assert len(result.kept(list(m.examples))) == 200 - result.n_removed
     with pytest.raises(NotFittedError):
         GradShield().filter(model, list(m.examples))

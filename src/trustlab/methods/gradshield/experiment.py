@@ -92,6 +92,18 @@ class GradShieldConfig(ExperimentConfig):
         description="refine > 0: remove what the plain or the refined cut removes (union) or "
         "by the refined cut only (replace; lost explicit examples on development mixes).",
     )  # fmt: skip
+    refine_top: float = Field(
+        0.03, ge=0, le=1,
+        description="refine > 0: the self-trained set always holds the data's top share by "
+        "FIHS (at least 5 examples), so a thin harmful tail still gets a round (0: the examples "
+        "above the cut only, the session-46 rule).",
+    )  # fmt: skip
+    refine_sides: Literal["both", "upper"] = Field(
+        "both",
+        description="refine > 0: also cut the refusal-ward tail (the reversed reference, its own "
+        "conformal cut and self-trained round; both) or the compliance-ward tail only (upper, "
+        "the session-46 rule).",
+    )  # fmt: skip
     threshold_rule: Literal["conformal", "mixture", "otsu", "search"] = Field(
         "conformal", description="GradShield's adaptive threshold rule."
     )
@@ -242,6 +254,7 @@ def run(config: GradShieldConfig, ctx: RunContext) -> Report:
         result = run_study(
             model, refs, sets, ft, settings, fihs=fihs, threshold=config.threshold_rule,
             depth=config.depth, refine=config.refine, refine_mode=config.refine_mode,
+            refine_top=config.refine_top, refine_sides=config.refine_sides,
             threshold_options={"alpha": config.alpha}, embedder=embedder,
             threads=config.threads, rng=ctx.child_rng("random-removal"), progress=ctx.progress,
             sweep_runner=ctx.run_sweep,  # one unit per fine-tuning cell: local or Ray, resumable

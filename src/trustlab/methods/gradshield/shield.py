@@ -113,7 +113,12 @@ class GradShield:
     kept-slice gradient (:meth:`decide_gradients` takes precomputed ones) and :meth:`decide`
     is refused. ``refine_mode``: ``union`` (default) removes what the plain cut *or* the
     refined cut removes — the refined direction alone lost explicit examples on development
-    mixes; ``replace`` removes by the refined cut only. Learned state: ``refine_`` (the
+    mixes; ``replace`` removes by the refined cut only. ``refine_top`` (default 0.03, session
+    47): the self-trained set always holds the data's top 3 % by FIHS, so a thin harmful tail
+    still gets a round; ``refine_sides`` (default ``both``, session 47): the refusal-ward tail
+    (the reversed reference) gets the same cut and round — on some reference draws FIHS reads
+    benign-looking harmful data as refusal-ward (docs *Fidelity*); ``upper`` is the session-46
+    rule (with ``refine_top=0``). Learned state: ``refine_`` (the
     resolved number of rounds), and with ``refine_`` > 0 also ``calibration_grads_`` and
     ``slice_grads_``.
     """
@@ -127,6 +132,8 @@ class GradShield:
         depth: int = 0,
         refine: int | None = None,
         refine_mode: str = "union",
+        refine_top: float = 0.03,
+        refine_sides: str = "both",
     ) -> None:
         self.fihs = fihs
         self.threshold = threshold
@@ -134,6 +141,8 @@ class GradShield:
         self.depth = depth
         self.refine = refine
         self.refine_mode = refine_mode
+        self.refine_top = refine_top
+        self.refine_sides = refine_sides
 
     def fit(self, model: Any, references: ReferenceSets, *, tokenizer: Any = None) -> GradShield:
         """Fit FIHS on the probes and the benign slice half; score the calibration half."""
@@ -145,6 +154,8 @@ class GradShield:
         make_threshold(self.threshold, **(self.threshold_options or {}))  # checks the name early
         depth = check_scalar(self.depth, "depth", "GradShield", kind=int, lo=0)
         check_choice(self.refine_mode, "refine_mode", ("union", "replace"), "GradShield")
+        check_choice(self.refine_sides, "refine_sides", ("upper", "both"), "GradShield")
+        check_scalar(self.refine_top, "refine_top", "GradShield", lo=0.0, hi=1.0)
         fihs = self.fihs if self.fihs is not None else FIHS()
         if self.refine is None:  # the default: refine where it applies
             refine = int(self.threshold == "conformal" and not depth and fihs.aggregate == "concat")
@@ -228,27 +239,28 @@ class GradShield:
         one filtered set (``fihs_.kept_gradients``). ``info['fihs_plain']`` keeps the plain
         FIHS; ``scores`` are the refined ones the cut reads, ``info['calibration_scores']`` the
         trusted calibration half's scores against the same refined direction."""
-        from trustlab.methods.gradshield.refine import self_trained_scores
+        from trustlab.methods.gradshield.refine import two_sided_removal
 
         if not hasattr(self, "slice_grads_"):
             raise NotFittedError(
                 "decide_gradients needs a GradShield fitted with refine > 0; call 'fit' first."
             )
         alpha = (self.threshold_options or {}).get("alpha", 0.01)
-        plain = fihs_from_gradients(grads, self.fihs_.direction_)
-        scores, calibration, cut = self_trained_scores(
+        out = two_sided_removal(
             grads, self.calibration_grads_, self.slice_grads_, self.fihs_.direction_,
-            rounds=self.refine_, alpha=alpha,
+            rounds=self.refine_, alpha=alpha, top_fraction=self.refine_top,
+            sides=self.refine_sides, union=self.refine_mode == "union",
         )  # fmt: skip
-        removed = scores > cut
-        info: dict[str, Any] = {"rule": f"conformal, refine={self.refine_} ({self.refine_mode})",
-                                "fihs_plain": plain, "calibration_scores": calibration}  # fmt: skip
+        scores, cut, removed = out["scores"], out["threshold"], out["removed"]
+        info: dict[str, Any] = {
+            "rule": f"conformal, refine={self.refine_} ({self.refine_mode}, "
+                    f"sides={self.refine_sides}, top={self.refine_top:g})",
+            "fihs_plain": out["fihs_plain"], "calibration_scores": out["calibration_scores"],
+            **{k: out[k] for k in ("removed_upper", "removed_lower", "lower_plain_threshold")
+               if k in out},
+        }  # fmt: skip
         if self.refine_mode == "union":
-            plain_cut = make_threshold("conformal", alpha=alpha).fit(
-                plain, self.calibration_scores_
-            ).threshold_
-            removed = removed | (plain > plain_cut)
-            info["plain_threshold"] = float(plain_cut)
+            info["plain_threshold"] = float(out["plain_threshold"])
         return FilterResult("gradshield", scores, removed, float(cut), seconds, info)
 
     def decide(

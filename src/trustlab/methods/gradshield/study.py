@@ -208,6 +208,8 @@ def run_study(
     depth: int = 0,
     refine: int | None = None,
     refine_mode: str = "union",
+    refine_top: float = 0.03,
+    refine_sides: str = "both",
     embedder: Any = None,
     threads: int = 1,
     rng: np.random.Generator | None = None,
@@ -236,7 +238,7 @@ def run_study(
     start = time.perf_counter()
     shield = GradShield(
         fihs, threshold=threshold, threshold_options=threshold_options, depth=depth,
-        refine=refine, refine_mode=refine_mode,
+        refine=refine, refine_mode=refine_mode, refine_top=refine_top, refine_sides=refine_sides,
     )  # fmt: skip
     shield.fit(model, refs)
     result.calibration = shield.calibration_scores_
