@@ -19,9 +19,10 @@ Same run, same process, 1 torch thread, deterministic kernels:
   length-bucketed, so a step's cost depends on its bucket: the 5 timed steps are a sample, and
   150 steps need not cost 150 times their median.
 
-``--refine`` (default: the library default, ``refine=1`` in the union mode): with refine the fit
-also keeps the kept-slice gradients of both trusted halves, and scoring keeps each example's
-kept-slice gradient and re-estimates the direction per filtered set.
+``--refine`` (default: the library default, ``refine=1`` in the union mode, both tails and a
+top-3 % self-set since session 47): with refine the fit also keeps the kept-slice gradients of
+both trusted halves, and scoring keeps each example's kept-slice gradient and re-estimates the
+direction per filtered set (on each tail). ``--sides upper --top 0`` is session 46's default.
 """
 
 from __future__ import annotations
@@ -65,8 +66,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="chat-xs, 400 examples, 40 steps")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
-    parser.add_argument("--refine", type=int, choices=(0, 1, 2), default=None,
-                        help="GradShield's refine (default: the library default, 1)")
+    parser.add_argument(
+        "--refine",
+        type=int,
+        choices=(0, 1, 2),
+        default=None,
+        help="GradShield's refine (default: the library default, 1)",
+    )
+    parser.add_argument(
+        "--sides",
+        choices=("both", "upper"),
+        default="both",
+        help="GradShield's refine_sides (default: both, the library default)",
+    )
+    parser.add_argument(
+        "--top",
+        type=float,
+        default=0.03,
+        help="GradShield's refine_top (default: 0.03, the library default)",
+    )
     args = parser.parse_args()
     spec = "organism:chat-xs" if args.quick else "organism:chat-s"
     n, steps, batch = (400, 40, 16) if args.quick else (1000, 150, 32)
@@ -77,8 +95,11 @@ def main() -> None:
         mix = build_mix("explicit", 0.05, n, seed=0)
         data = list(mix.examples)
         chunks = [data[32 * i : 32 * (i + 1)] for i in range(6)]  # a warm-up and 5 repeats
-        print(f"{spec}; threads 1; kernel {torch.backends.cpu.get_cpu_capability()}; "
-              f"refine {'default (1)' if args.refine is None else args.refine}")
+        print(
+            f"{spec}; threads 1; kernel {torch.backends.cpu.get_cpu_capability()}; "
+            f"refine {'default (1)' if args.refine is None else args.refine}, "
+            f"sides {args.sides}, top {args.top:g}"
+        )
 
         step_cfg = ATTACK_CONFIG.model_copy(update={"steps": 6, "batch_size": 32, "threads": 1})
         copy = lm.load(spec)
@@ -89,7 +110,8 @@ def main() -> None:
         print(f"one training step (batch 32): {_summary(step_s)}")
 
         start = time.perf_counter()
-        shield = GradShield(FIHS(slice_fraction=0.01), refine=args.refine).fit(model, refs)
+        shield = GradShield(FIHS(slice_fraction=0.01), refine=args.refine, refine_top=args.top,
+                            refine_sides=args.sides).fit(model, refs)  # fmt: skip
         fit_s = time.perf_counter() - start
         gradsafe = GradSafeScorer().fit(model, list(refs.harmful), list(refs.benign_slices))
         embedder = None

@@ -646,9 +646,9 @@ def test_miss_rows_reproduce_the_default_filter_on_chat_xs(chat_xs):
                      rules=("conformal:0.01", "self:1"))  # fmt: skip
     refs = organism_references(32, 256, seed=0, howto_share=0.25)
     mix = build_mix("implicit", 0.2, 120, seed=500, howto_share=0.25)
-    result = GradShield(FIHS(slice_fraction=0.01)).fit(model, refs).filter(
+    result = GradShield(FIHS(slice_fraction=0.01), refine=0).fit(model, refs).filter(
         model, list(mix.examples)
-    )
+    )  # the plain score: what the "conformal:0.01" row re-thresholds
     m = filter_metrics(mix.harmful, result.removed)
     default = next(r for r in rows if r["rule"] == "conformal:0.01")
     assert default["left"] == m.harmful_left
@@ -659,21 +659,32 @@ def test_miss_rows_reproduce_the_default_filter_on_chat_xs(chat_xs):
 
 @pytest.mark.slow
 def test_refined_gradshield_filters_by_the_self_trained_scores_of_its_own_set(tiny, refs):
-    """filter(refine=1, the default) = self_trained_scores on the set's kept gradients; its
-    plain FIHS is the unrefined score; refine needs the plain conformal setting and refuses
-    'decide'; refine=0 is the plain filter; other rules resolve the default to 0."""
-    from trustlab.methods.gradshield.refine import self_trained_scores
+    """filter(refine=1, session 46's upper-only rule) = self_trained_scores on the set's kept
+    gradients; its plain FIHS is the unrefined score; the default (two sides, top 3 %) is
+    two_sided_removal on the same gradients; refine needs the plain conformal setting and
+    refuses 'decide'; refine=0 is the plain filter; other rules resolve the default to 0."""
+    from trustlab.methods.gradshield.refine import self_trained_scores, two_sided_removal
     from trustlab.methods.gradshield.thresholds import ConformalThreshold
 
     data = utility_examples(30, 4) + explicit_harmful_examples(10, 4)
-    # the default: refine=None resolves to 1 (union) with the conformal rule on the plain score
-    shield = GradShield(FIHS(slice_fraction=0.05, batch_size=8),
-                        threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
-    assert shield.refine is None and shield.refine_ == 1 and shield.refine_mode == "union"
+    # the default: refine=None resolves to 1 (union), both tails, top 3 %
+    default = GradShield(FIHS(slice_fraction=0.05, batch_size=8),
+                         threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
+    assert default.refine is None and default.refine_ == 1 and default.refine_mode == "union"
+    assert default.refine_top == 0.03 and default.refine_sides == "both"
+    mixed = default.filter(tiny, data)
+    assert mixed.info["rule"] == "conformal, refine=1 (union, sides=both, top=0.03)"
+    two = two_sided_removal(default.fihs_.kept_gradients(tiny, data), default.calibration_grads_,
+                            default.slice_grads_, default.fihs_.direction_, alpha=0.05,
+                            top_fraction=0.03)  # fmt: skip
+    assert np.array_equal(mixed.removed, two["removed"])
+    shield = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine_top=0.0,
+                        refine_sides="upper", threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
     plain = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine=0,
                        threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
     got = shield.filter(tiny, data)
-    assert got.info["rule"] == "conformal, refine=1 (union)" and plain.refine_ == 0
+    assert got.info["rule"] == "conformal, refine=1 (union, sides=upper, top=0)"
+    assert plain.refine_ == 0
     mine = plain.filter(tiny, data)  # refine=0: the plain score and cut, 'decide' allowed
     assert np.array_equal(mine.removed, plain.decide(mine.scores).removed)
     assert not (mine.removed & ~got.removed).any()  # the union removes all the plain cut does
@@ -690,8 +701,9 @@ def test_refined_gradshield_filters_by_the_self_trained_scores_of_its_own_set(ti
     plain_cut = got.info["plain_threshold"]  # union (default): the plain cut's removals too
     assert plain_cut == ConformalThreshold(0.05).fit(s, plain.calibration_scores_).threshold_
     assert np.array_equal(got.removed, (s > cut) | (got.info["fihs_plain"] > plain_cut))
-    replace = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine=1,
-                         refine_mode="replace", threshold_options={"alpha": 0.05})  # fmt: skip
+    replace = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine=1, refine_top=0.0,
+                         refine_sides="upper", refine_mode="replace",
+                         threshold_options={"alpha": 0.05})  # fmt: skip
     assert np.array_equal(replace.fit(tiny, refs).filter(tiny, data).removed, s > cut)
     with pytest.raises(InputError, match="decide_gradients"):
         shield.decide(got.scores)
@@ -757,3 +769,57 @@ def test_study_fine_tunes_each_set_once_per_seed_and_gradsafe_labelfree_cut_uses
     top = next(r for r in pooled if r["fraction"] == 0.2 and r["filter"] == "none")
     assert top["asr"] == pytest.approx(0.375) and top["asr_worst_seed"] == pytest.approx(0.5)
     assert {r["pairs"] for r in versus_rows(result, settings)} == {80}
+
+
+# ------------------------------------ session 47: thin tails and the refusal-ward tail
+
+
+def _planted(rng, k=200, n_benign=996, tail=None, cos=0.2):
+    """Isotropic benign gradients, a trusted calibration and slice half like them, and a
+    planted tight cluster at cosine ``cos`` with the probe reference ``r``."""
+    r = np.zeros(k)
+    r[0] = 1.0
+    a = np.zeros(k)
+    a[1] = 1.0
+    centre = cos * r + np.sqrt(1 - cos**2) * a
+    benign = rng.normal(size=(n_benign, k))
+    planted = 40.0 * centre + rng.normal(size=(tail, k))
+    cal, sl = rng.normal(size=(128, k)), rng.normal(size=(128, k))
+    grads = np.vstack([benign, planted])
+    return grads, cal, sl, r, np.r_[np.zeros(n_benign, bool), np.ones(tail, bool)]
+
+
+def test_a_thin_planted_tail_under_the_cut_is_recovered_by_the_top_share():
+    """Four harmful examples just under the conformal cut (the calibration maximum): the
+    session-46 rule (the self-set = what clears the cut) leaves them, the top-3 % self-set
+    puts them in the round's set and its direction removes all four, at a small benign cost."""
+    from trustlab.methods.gradshield.refine import two_sided_removal
+
+    grads, cal, sl, r, h = _planted(np.random.default_rng(1), tail=4, cos=0.15)
+    old = two_sided_removal(grads, cal, sl, r, top_fraction=0.0, sides="upper")
+    new = two_sided_removal(grads, cal, sl, r, top_fraction=0.03, sides="upper")
+    assert old["removed"][h].sum() == 0  # the thin tail sits under the plain cut and is missed
+    assert new["removed"][h].all()
+    assert new["removed"][~h].mean() <= 0.03
+    assert (new["removed"] >= old["removed"]).all()  # the union keeps the plain cut's removals
+
+
+def test_a_refusal_ward_planted_cluster_is_removed_only_by_the_two_sided_rule():
+    """A cluster FIHS reads as refusal-ward (cosine -0.3 with the reference): the upper side
+    keeps it, the lower side's cut and gated round remove it; on the clean set the gate does
+    not open, so the lower side removes no more than its plain conformal cut."""
+    from trustlab.methods.gradshield.refine import two_sided_removal
+
+    rng = np.random.default_rng(2)
+    grads, cal, sl, r, h = _planted(rng, tail=40, n_benign=960, cos=-0.3)
+    upper = two_sided_removal(grads, cal, sl, r, sides="upper")
+    both = two_sided_removal(grads, cal, sl, r, sides="both")
+    assert upper["removed"][h].mean() == 0.0
+    assert both["removed"][h].all() and both["lower_tail_p"] < 0.01
+    assert both["removed"][~h].mean() <= 0.04
+    clean = two_sided_removal(grads[~h], cal, sl, r, sides="both")
+    assert clean["lower_tail_p"] >= 0.01
+    plain_low = (clean["fihs_plain"] < clean["lower_plain_threshold"]).sum()
+    assert clean["removed_lower"] == plain_low <= 0.03 * (~h).sum()
+    with pytest.raises(InputError, match="sides"):
+        two_sided_removal(grads, cal, sl, r, sides="lower")
