@@ -19,10 +19,10 @@ Same run, same process, 1 torch thread, deterministic kernels:
   length-bucketed, so a step's cost depends on its bucket: the 5 timed steps are a sample, and
   150 steps need not cost 150 times their median.
 
-``--refine`` (default: the library default, ``refine=1`` in the union mode, both tails and a
-top-3 % self-set since session 47): with refine the fit also keeps the kept-slice gradients of
+``--refine`` (default: the library default, ``refine=1`` in the union mode, the compliance
+tail only; ``--sides both --top 0.03`` is session 47's opt-in rule): with refine the fit also keeps the kept-slice gradients of
 both trusted halves, and scoring keeps each example's kept-slice gradient and re-estimates the
-direction per filtered set (on each tail). ``--sides upper --top 0`` is session 46's default.
+direction per filtered set (on each tail).
 """
 
 from __future__ import annotations
@@ -76,14 +76,14 @@ def main() -> None:
     parser.add_argument(
         "--sides",
         choices=("both", "upper"),
-        default="both",
-        help="GradShield's refine_sides (default: both, the library default)",
+        default="upper",
+        help="GradShield's refine_sides (default: upper, the library default)",
     )
     parser.add_argument(
         "--top",
         type=float,
-        default=0.03,
-        help="GradShield's refine_top (default: 0.03, the library default)",
+        default=0.0,
+        help="GradShield's refine_top (default: 0, the library default)",
     )
     args = parser.parse_args()
     spec = "organism:chat-xs" if args.quick else "organism:chat-s"

@@ -279,10 +279,7 @@ def test_gradshield_removes_explicit_harmful_examples_on_chat_xs(chat_xs):
     m = build_mix("explicit", 0.05, 200, seed=3)
     result = shield.filter(model, list(m.examples))
     metrics = filter_metrics(np.array(m.harmful), result.removed)
-    # two-sided since session 47: on chat-xs's task-only data the refusal-ward cut alone takes
-    # 4-5 % of the benign examples (docs *Fidelity*, rule 5); the compliance side stays <= 1 %
-    assert metrics.recall == 1.0 and metrics.benign_removed <= 0.07
-    assert result.info["removed_upper"] <= 0.01 * 190 + 10
+    assert metrics.recall == 1.0 and metrics.benign_removed <= 0.03
     assert len(result.kept(list(m.examples))) == 200 - result.n_removed
     with pytest.raises(NotFittedError):
         GradShield().filter(model, list(m.examples))
@@ -659,27 +656,28 @@ def test_miss_rows_reproduce_the_default_filter_on_chat_xs(chat_xs):
 
 @pytest.mark.slow
 def test_refined_gradshield_filters_by_the_self_trained_scores_of_its_own_set(tiny, refs):
-    """filter(refine=1, session 46's upper-only rule) = self_trained_scores on the set's kept
-    gradients; its plain FIHS is the unrefined score; the default (two sides, top 3 %) is
-    two_sided_removal on the same gradients; refine needs the plain conformal setting and
+    """filter(refine=1, the default upper-only rule) = self_trained_scores on the set's kept
+    gradients; its plain FIHS is the unrefined score; session 47's opt-in rule (two sides,
+    top 3 %) is two_sided_removal on the same gradients; refine needs the plain conformal setting and
     refuses 'decide'; refine=0 is the plain filter; other rules resolve the default to 0."""
     from trustlab.methods.gradshield.refine import self_trained_scores, two_sided_removal
     from trustlab.methods.gradshield.thresholds import ConformalThreshold
 
     data = utility_examples(30, 4) + explicit_harmful_examples(10, 4)
-    # the default: refine=None resolves to 1 (union), both tails, top 3 %
-    default = GradShield(FIHS(slice_fraction=0.05, batch_size=8),
-                         threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
+    # the default: refine=None resolves to 1 (union), the compliance tail only, no top set;
+    # session 47's opt-in rule (both tails, top 3 %) is two_sided_removal on the same gradients
+    assert GradShield().refine_top == 0.0 and GradShield().refine_sides == "upper"
+    default = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine_top=0.03,
+                         refine_sides="both", threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
     assert default.refine is None and default.refine_ == 1 and default.refine_mode == "union"
-    assert default.refine_top == 0.03 and default.refine_sides == "both"
     mixed = default.filter(tiny, data)
     assert mixed.info["rule"] == "conformal, refine=1 (union, sides=both, top=0.03)"
     two = two_sided_removal(default.fihs_.kept_gradients(tiny, data), default.calibration_grads_,
                             default.slice_grads_, default.fihs_.direction_, alpha=0.05,
                             top_fraction=0.03)  # fmt: skip
     assert np.array_equal(mixed.removed, two["removed"])
-    shield = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine_top=0.0,
-                        refine_sides="upper", threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
+    shield = GradShield(FIHS(slice_fraction=0.05, batch_size=8),
+                        threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
     plain = GradShield(FIHS(slice_fraction=0.05, batch_size=8), refine=0,
                        threshold_options={"alpha": 0.05}).fit(tiny, refs)  # fmt: skip
     got = shield.filter(tiny, data)

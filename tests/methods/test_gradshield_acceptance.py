@@ -61,9 +61,7 @@ def test_gradshield_keeps_refusal_where_unfiltered_and_random_removal_lose_it(ch
             assert r["verdict"] == "gradshield lower", r
     top = next(r for r in versus if r["fraction"] == 0.20 and r["baseline"] == "random")
     assert top["verdict"] == "gradshield lower", top
-    # the filter found every injected harmful example, at a small benign cost: <= 7 % since
-    # session 47's two-sided default (its refusal-ward cut alone takes 4-5 % of chat-xs's
-    # task-only data, 0.5-0.6 % before; docs *Fidelity*, rule 5)
+    # the filter found every injected harmful example, at a small benign cost
     for fraction in (0.01, 0.05, 0.20):
         gs = row(fraction, "gradshield")
-        assert gs["recall_min"] == 1.0 and gs["benign_removed_max"] <= 0.07, gs
+        assert gs["recall_min"] == 1.0 and gs["benign_removed_max"] <= 0.03, gs

@@ -93,16 +93,16 @@ class GradShieldConfig(ExperimentConfig):
         "by the refined cut only (replace; lost explicit examples on development mixes).",
     )  # fmt: skip
     refine_top: float = Field(
-        0.03, ge=0, le=1,
+        0.0, ge=0, le=1,
         description="refine > 0: the self-trained set always holds the data's top share by "
-        "FIHS (at least 5 examples), so a thin harmful tail still gets a round (0: the examples "
-        "above the cut only, the session-46 rule).",
+        "FIHS (at least 5 examples), so a thin harmful tail still gets a round (0, the default: "
+        "the examples above the cut only; opt-in, e.g. 0.03: no held-out gain, rule 5).",
     )  # fmt: skip
     refine_sides: Literal["both", "upper"] = Field(
-        "both",
-        description="refine > 0: also cut the refusal-ward tail (the reversed reference, its own "
-        "conformal cut and self-trained round; both) or the compliance-ward tail only (upper, "
-        "the session-46 rule).",
+        "upper",
+        description="refine > 0: the compliance-ward tail only (upper, the default) or also the "
+        "refusal-ward tail (both: the reversed reference, its own conformal cut and "
+        "self-trained round; opt-in: no held-out gain and more benign data removed, rule 5).",
     )  # fmt: skip
     threshold_rule: Literal["conformal", "mixture", "otsu", "search"] = Field(
         "conformal", description="GradShield's adaptive threshold rule."

@@ -113,12 +113,13 @@ class GradShield:
     kept-slice gradient (:meth:`decide_gradients` takes precomputed ones) and :meth:`decide`
     is refused. ``refine_mode``: ``union`` (default) removes what the plain cut *or* the
     refined cut removes — the refined direction alone lost explicit examples on development
-    mixes; ``replace`` removes by the refined cut only. ``refine_top`` (default 0.03, session
-    47): the self-trained set always holds the data's top 3 % by FIHS, so a thin harmful tail
-    still gets a round; ``refine_sides`` (default ``both``, session 47): the refusal-ward tail
-    (the reversed reference) gets the same cut and round — on some reference draws FIHS reads
-    benign-looking harmful data as refusal-ward (docs *Fidelity*); ``upper`` is the session-46
-    rule (with ``refine_top=0``). Learned state: ``refine_`` (the
+    mixes; ``replace`` removes by the refined cut only. ``refine_top`` (opt-in, session 47;
+    default 0): with e.g. 0.03 the self-trained set always holds the data's top 3 % by FIHS,
+    so a thin harmful tail still gets a round; ``refine_sides`` (opt-in ``both``, session 47;
+    default ``upper``): the refusal-ward tail (the reversed reference) gets the same cut and
+    round — on some reference draws FIHS reads benign-looking harmful data as refusal-ward
+    (docs *Fidelity*). Both stay opt-in: their pre-registered held-out run (rule 5) showed no
+    gain and a higher benign removal. Learned state: ``refine_`` (the
     resolved number of rounds), and with ``refine_`` > 0 also ``calibration_grads_`` and
     ``slice_grads_``.
     """
@@ -132,8 +133,8 @@ class GradShield:
         depth: int = 0,
         refine: int | None = None,
         refine_mode: str = "union",
-        refine_top: float = 0.03,
-        refine_sides: str = "both",
+        refine_top: float = 0.0,
+        refine_sides: str = "upper",
     ) -> None:
         self.fihs = fihs
         self.threshold = threshold
