@@ -269,6 +269,22 @@ def _prepare(tokenizer: Any, examples: list[Any], bank_start: int) -> tuple[list
     return prepared, k
 
 
+def pad_rows(
+    rows: list[list[int]], labels: list[list[int]], pad: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-pad token rows and their labels to one width: (ids, labels with -100 padding,
+    attention mask). Shared by the organisms' visual tuning and vlm-smol's projector stage."""
+    width = max(len(r) for r in rows)
+    ids_t = torch.full((len(rows), width), pad, dtype=torch.long)
+    lab_t = torch.full((len(rows), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (r, lab) in enumerate(zip(rows, labels, strict=True)):
+        ids_t[i, : len(r)] = torch.tensor(r)
+        lab_t[i, : len(r)] = torch.tensor(lab)
+        mask[i, : len(r)] = 1
+    return ids_t, lab_t, mask
+
+
 def _collate(lm_model: Any, encoder: CellEncoder, tokenizer: Any, items: list[tuple],
              bank: torch.Tensor, filled: torch.Tensor, word_dropout: float,
              generator: torch.Generator):  # fmt: skip
@@ -290,15 +306,7 @@ def _collate(lm_model: Any, encoder: CellEncoder, tokenizer: Any, items: list[tu
         rows.append(row)
         labels.append(lab)
         images += bank_idx
-    width = max(len(r) for r in rows)
-    pad = tokenizer.pad_token_id
-    ids_t = torch.full((len(rows), width), pad, dtype=torch.long)
-    lab_t = torch.full((len(rows), width), -100, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, (r, lab) in enumerate(zip(rows, labels, strict=True)):
-        ids_t[i, : len(r)] = torch.tensor(r)
-        lab_t[i, : len(r)] = torch.tensor(lab)
-        mask[i, : len(r)] = 1
+    ids_t, lab_t, mask = pad_rows(rows, labels, tokenizer.pad_token_id)
     is_image = ids_t < 0
     if word_dropout > 0:
         drop = torch.rand(ids_t.shape, generator=generator) < word_dropout

@@ -219,6 +219,8 @@ def train_projector(lm_model: Any, tower: ProjectedTower, tokenizer: Any,
                     progress: Any = None) -> dict[str, Any]:  # fmt: skip
     """Stage 1: the projector alone learns, by the next-token loss on the answers through the
     frozen backbone (whose parameters get no gradient and are checked unchanged afterwards)."""
+    from trustlab.organisms.vlm_build import pad_rows
+
     t0 = time.process_time()
     rendered = [ex["image"].render(style) for ex in examples]
     t_render = time.process_time() - t0
@@ -254,14 +256,7 @@ def train_projector(lm_model: Any, tower: ProjectedTower, tokenizer: Any,
             shift = n_vec - 1
             rows.append(row)
             labels.append([-100] * (start + shift) + row[start + shift :])
-        width = max(len(r) for r in rows)
-        ids_t = torch.full((len(rows), width), pad, dtype=torch.long)
-        lab_t = torch.full((len(rows), width), -100, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for j, (r, lab) in enumerate(zip(rows, labels, strict=True)):
-            ids_t[j, : len(r)] = torch.tensor(r)
-            lab_t[j, : len(r)] = torch.tensor(lab)
-            mask[j, : len(r)] = 1
+        ids_t, lab_t, mask = pad_rows(rows, labels, pad)
         vectors = tower.projector.embed(bank[pick], fill[pick])
         embeds = splice_images(lm_model, ids_t, image_id, vectors)
         hidden = lm_model.model(inputs_embeds=embeds, attention_mask=mask).last_hidden_state
