@@ -187,6 +187,10 @@ def per_example_gradients(
                     grads = _vmap_chunk(hf_model, chosen, chunk, pad_id)
                 else:
                     grads = _loop_chunk(hf_model, chosen, chunk)
+                # detached: with 'params' a strict subset of the trainable parameters, vmap's
+                # gradients still carry an autograd graph to the others (reduce got tensors
+                # that require grad, and .numpy() on its result failed)
+                grads = grads.detach()
                 if reduce is not None:
                     out.append(_reduced(reduce, grads.float(), len(chunk)))
                 else:
