@@ -143,26 +143,20 @@ def test_fihs_scores_equal_the_cosine_of_per_example_gradients_on_the_kept_slice
 
 
 def test_fihs_restricted_to_params_fits_and_never_keeps_an_excluded_row(tiny, refs):
-    """``params`` without the (tied) token embedding: the fit runs (it failed on a gradient that
-    required grad), keeps rows of the named parameters only, and scores equal the cosine on them.
-    Session 48 (docs *Fidelity*): vocabulary rows decide whether FIHS sees answers that open
-    like a refusal; this is how a defender leaves them out."""
-    fihs = FIHS(params=["model.layers.*"], slice_fraction=0.05, batch_size=4).fit(
+    """``params`` without the (tied) token embedding: rows of the named parameters only, and a
+    direction with no autograd graph (it had one, so GradShield's fit failed). Session 48
+    (docs *Fidelity*): vocabulary rows decide whether FIHS sees answers that open like a
+    refusal; this is how a defender leaves them out."""
+    fihs = FIHS(params=["model.layers.*"], slice_fraction=0.05, batch_size=8).fit(
         tiny, refs.harmful, refs.refusal, refs.benign_slices
     )
     kept = fihs.critical_parameters()
     assert kept and all(name.startswith("model.layers.") for name in kept)
-    data = utility_examples(3, 2) + explicit_harmful_examples(2, 2)
-    got = fihs.score(tiny, data)
-    full = per_example_gradients(tiny, data, params=["model.layers.*"])
-    ref = per_example_gradients(
-        tiny, list(refs.harmful), params=["model.layers.*"]
-    ).mean(0) - per_example_gradients(tiny, list(refs.refusal), params=["model.layers.*"]).mean(0)
-    idx = fihs.slices_.indices(fihs.selected_)
-    sel, r = full[:, idx], ref[idx]
-    np.testing.assert_allclose(
-        got, ((sel @ r) / (sel.norm(dim=1) * r.norm())).numpy(), rtol=1e-3, atol=1e-5
-    )
+    assert all(name.startswith("model.layers.") for name in fihs.score_params_)
+    assert not fihs.direction_.requires_grad  # it carried a graph to the embedding
+    grads = fihs.kept_gradients(tiny, utility_examples(2, 2) + explicit_harmful_examples(2, 2))
+    scores = fihs_from_gradients(grads, fihs.direction_)  # what GradShield(refine=1) calls
+    assert np.isfinite(scores).all() and (np.abs(scores) <= 1 + 1e-9).all()
 
 
 def test_fihs_of_an_example_does_not_depend_on_its_batch_or_padding(tiny, refs):
