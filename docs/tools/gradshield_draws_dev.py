@@ -2,7 +2,14 @@
 only (docs/methods/gradshield.md, *Fidelity*, "Session 48"). No fine-tuning, no held-out seed.
 
     python docs/tools/gradshield_draws_dev.py grads 600 500,501 /tmp/gs48/r600   # refs seed, data seeds
-    python docs/tools/gradshield_draws_dev.py table /tmp/gs48/r6*.npz             # per-draw table
+    python docs/tools/gradshield_draws_dev.py grads 600 500,501 /tmp/gs48/nv600 --novocab  # candidate C
+    python docs/tools/gradshield_draws_dev.py table /tmp/gs48/r600 ... /tmp/gs48/r615   # per draw
+    python docs/tools/gradshield_draws_dev.py why /tmp/gs48/r600 ...                    # sign, by part
+    python docs/tools/gradshield_draws_dev.py candidates /tmp/gs48/r600 ...             # the bar
+    python -c "import gradshield_draws_dev as G, sys; G.ceiling(sys.argv[1:])" ...     # labelled cut
+
+(file arguments without the .npz/.pkl suffix; 40-50 CPU-s per draw for ``grads``, 20-30 with
+``--novocab``.)
 
 ``grads`` fits the default GradShield (FIHS on 1 % of rows, refine=1) on reference seed
 ``s`` (``organism_references(32, 256, seed=s, howto_share=0.25)``) and saves, for every
@@ -84,7 +91,7 @@ def grads(ref_seed: int, seeds: list[int], out: str, novocab: bool = False) -> N
     t_g = time.process_time() - t1
     arrays = {"g": g, "cal": shield.calibration_grads_, "slice": shield.slice_grads_}
     t2 = time.process_time()
-    for k in (() if novocab else (1, 4)):
+    for k in () if novocab else (1, 4):
         for name, items in (("", data), ("cal_", list(refs.benign_calibration)),
                             ("slice_", list(refs.benign_slices))):  # fmt: skip
             og, n = _open_grads(f, model, items, k)
@@ -112,14 +119,22 @@ def grads(ref_seed: int, seeds: list[int], out: str, novocab: bool = False) -> N
         pickle.dump({"meta": meta, "pattern": [_pattern(e) for e in data], "selected": sel,
                      "other_cal": other, "cpu": {"fit": t_fit, "g": t_g, "open": t_open,
                                                  "n": len(data)}}, fh)  # fmt: skip
-    print(ref_seed, len(data), f"fit {t_fit:.1f} g {t_g:.1f} open(2 k) {t_open:.1f} CPU-s",
-          f"total {time.process_time() - t0:.1f}", flush=True)
+    print(
+        ref_seed,
+        len(data),
+        f"fit {t_fit:.1f} g {t_g:.1f} open(2 k) {t_open:.1f} CPU-s",
+        f"total {time.process_time() - t0:.1f}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__" and sys.argv[1] == "grads":
-    if True:
-        grads(int(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")], sys.argv[4],
-              novocab="--novocab" in sys.argv)
+    grads(
+        int(sys.argv[2]),
+        [int(s) for s in sys.argv[3].split(",")],
+        sys.argv[4],
+        novocab="--novocab" in sys.argv,
+    )
 
 
 # -- analysis (re-thresholds the saved gradients; no model) -----------------------------------
@@ -213,7 +228,7 @@ def evaluate(d: dict, removed_of) -> dict:
 def bar(res: dict) -> dict:
     """The development bar's failing cells (session 48 notes)."""
     fails = {"thin": 0, "thick": 0, "explicit": 0, "benign_clean": 0, "benign_any": 0}
-    for (s, kind, f), v in res.items():
+    for (_seed, kind, f), v in res.items():
         n_imp = round(1000 * f)
         left = v["so"] + v["du"]
         if kind == "implicit":
@@ -238,11 +253,13 @@ def table(paths: list[str]) -> None:
         import trustlab.lm as lm
 
         tok = lm.load("organism:chat-s").tokenizer
-    except Exception:  # noqa: BLE001 - token names are a convenience
+    except Exception:  # token names are a convenience
         pass
     seeds = sorted(_seed_of(p) for p in paths)
     prefix = paths[0].rstrip("0123456789")
-    print("| refs | SO AUC | DU AUC | slices (layer: attn/mlp rows; other) | default: SO+DU left 1/2/5/10/20 % (data 500 / 501) | explicit left | benign clean max / all max |")
+    print(
+        "| refs | SO AUC | DU AUC | slices (layer: attn/mlp rows; other) | default: SO+DU left 1/2/5/10/20 % (data 500 / 501) | explicit left | benign clean max / all max |"
+    )
     print("|---|---|---|---|---|---|---|")
     summary = {}
     for s in seeds:
@@ -250,14 +267,21 @@ def table(paths: list[str]) -> None:
         fi = plain(d)
         pat = d["pattern"]
         ben = np.isin(pat, ("task", "howto"))
-        so_auc, du_auc = auc(fi[pat == "shallow_opener"], fi[ben]), auc(fi[pat == "dual_use"], fi[ben])
+        so_auc, du_auc = (
+            auc(fi[pat == "shallow_opener"], fi[ben]),
+            auc(fi[pat == "dual_use"], fi[ben]),
+        )
         sl = d["selected"]
         comp = {}
         for name in sl:
             part = name.split("[")[0]
-            key = ("L" + part.split(".")[2] + (" attn" if "attn" in part else " mlp")) if ".layers." in part else part.split(".")[-2]
+            key = (
+                ("L" + part.split(".")[2] + (" attn" if "attn" in part else " mlp"))
+                if ".layers." in part
+                else part.split(".")[-2]
+            )
             comp[key] = comp.get(key, 0) + 1
-        res = evaluate(d, lambda idx: default_removed(d, idx))
+        res = evaluate(d, lambda idx, d=d: default_removed(d, idx))
         cells = " \\| ".join(
             "/".join(f"{res[(ds, 'implicit', f)]['so']}+{res[(ds, 'implicit', f)]['du']}" for ds in (500, 501))
             for f in (0.01, 0.02, 0.05, 0.1, 0.2))  # fmt: skip
@@ -266,13 +290,13 @@ def table(paths: list[str]) -> None:
         ba = max(v["benign"] for v in res.values())
         vocab = [int(n.split("[")[1][:-1]) for n in sl if "embed_tokens" in n]
         words = ",".join(tok.convert_ids_to_tokens(vocab) if tok is not None else map(str, vocab))
-        print(f"| {s} | {so_auc:.3f} | {du_auc:.3f} | {', '.join(f'{k} {v}' for k, v in sorted(comp.items()))}{' (' + words + ')' if vocab else ''} | {cells} | {ex} | {100*bc:.1f} / {100*ba:.1f} % |")
+        print(
+            f"| {s} | {so_auc:.3f} | {du_auc:.3f} | {', '.join(f'{k} {v}' for k, v in sorted(comp.items()))}{' (' + words + ')' if vocab else ''} | {cells} | {ex} | {100 * bc:.1f} / {100 * ba:.1f} % |"
+        )
         summary[s] = (so_auc, du_auc, res)
-        del d
+        d = None
         gc.collect()
     return summary
-
-
 
 
 def _group(name: str) -> str:
@@ -285,7 +309,9 @@ def _group(name: str) -> str:
 def why(paths: list[str], k: int = 1) -> None:
     """Where the sign of shallow_opener's FIHS comes from: by response position (first k tokens
     vs the rest) and by parameter group of the kept rows; medians over the examples."""
-    print(f"| refs | SO AUC | SO FIHS median | of which first {k} token(s) / rest | howto: first / rest | SO − howto, by kept-row group (largest |.|) |")
+    print(
+        f"| refs | SO AUC | SO FIHS median | of which first {k} token(s) / rest | howto: first / rest | SO − howto, by kept-row group (largest |.|) |"
+    )
     print("|---|---|---|---|---|---|")
     for path in paths:
         s, d = _seed_of(path), load(path)
@@ -307,7 +333,13 @@ def why(paths: list[str], k: int = 1) -> None:
         contrib = {}
         un = _unit(g)
         for gname in sorted(set(groups)):
-            idx = np.concatenate([np.arange(st, st + w) for st, w, gg in zip(starts, widths, groups) if gg == gname])
+            idx = np.concatenate(
+                [
+                    np.arange(st, st + w)
+                    for st, w, gg in zip(starts, widths, groups, strict=True)
+                    if gg == gname
+                ]
+            )
             c = (un[:, idx] @ r[idx]).numpy()
             contrib[gname] = float(np.median(c[so]) - np.median(c[ho]))
         top = sorted(contrib.items(), key=lambda kv: -abs(kv[1]))[:3]
@@ -320,7 +352,9 @@ def process(path: str) -> dict:
     d = load(path)
     out = {"seed": _seed_of(path), "meta": d["meta"], "pattern": d["pattern"],
            "plain": plain(d), "other_cal": d["other_cal"], "selected": d["selected"], "cpu": d["cpu"]}  # fmt: skip
-    out["D"] = {key: np.asarray(default_removed(d, idx), bool) for key, (idx, _) in d["meta"].items()}
+    out["D"] = {
+        key: np.asarray(default_removed(d, idx), bool) for key, (idx, _) in d["meta"].items()
+    }
     for k in (1, 4) if "open1" in d else ():
         sc, cal = position_scores(d, k)
         cut = conformal_cut(cal)
@@ -346,13 +380,13 @@ def candidates(paths: list[str], K: int = 4) -> dict:
         a_cal = np.mean([small[m]["other_cal"][s] for m in members], 0)
         a_rem = a_pool > conformal_cut(a_cal)
         rules = {
-            "D": lambda idx, key: d["D"][key],
-            f"A{K}": lambda idx, key: a_rem[idx],
-            f"A{K}uD": lambda idx, key: a_rem[idx] | d["D"][key],
+            "D": lambda idx, key, d=d: d["D"][key],
+            f"A{K}": lambda idx, key, a_rem=a_rem: a_rem[idx],
+            f"A{K}uD": lambda idx, key, d=d, a_rem=a_rem: a_rem[idx] | d["D"][key],
         }
         if "P1" in d:
-            rules["P1uD"] = lambda idx, key: d["P1"][idx] | d["D"][key]
-            rules["P4uD"] = lambda idx, key: d["P4"][idx] | d["D"][key]
+            rules["P1uD"] = lambda idx, key, d=d: d["P1"][idx] | d["D"][key]
+            rules["P4uD"] = lambda idx, key, d=d: d["P4"][idx] | d["D"][key]
         for name, rule in rules.items():
             res = {}
             for key, (idx, h) in sorted(d["meta"].items()):
@@ -368,21 +402,35 @@ def candidates(paths: list[str], K: int = 4) -> dict:
 
 def summarise(results: dict) -> None:
     names = sorted({n for n, _ in results}, key=lambda n: (n != "D", n))
-    print("| candidate | draws passing the bar | failing cells: thin (1-2 %) / thick (5-20 %) / explicit / benign clean / benign any | worst left 1 % / 2 % | SO left (all mixes) | DU left | explicit left | benign removal max (clean / all) |")
+    print(
+        "| candidate | draws passing the bar | failing cells: thin (1-2 %) / thick (5-20 %) / explicit / benign clean / benign any | worst left 1 % / 2 % | SO left (all mixes) | DU left | explicit left | benign removal max (clean / all) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for n in names:
         rows = {s: r for (nn, s), r in results.items() if nn == n}
         fails = {s: bar(r) for s, r in rows.items()}
         passing = sum(all(v == 0 for v in f.values()) for f in fails.values())
         tot = {k: sum(f[k] for f in fails.values()) for k in next(iter(fails.values()))}
-        w1 = max(v["so"] + v["du"] for r in rows.values() for k, v in r.items() if k[1] == "implicit" and k[2] == 0.01)
-        w2 = max(v["so"] + v["du"] for r in rows.values() for k, v in r.items() if k[1] == "implicit" and k[2] == 0.02)
+        w1 = max(
+            v["so"] + v["du"]
+            for r in rows.values()
+            for k, v in r.items()
+            if k[1] == "implicit" and k[2] == 0.01
+        )
+        w2 = max(
+            v["so"] + v["du"]
+            for r in rows.values()
+            for k, v in r.items()
+            if k[1] == "implicit" and k[2] == 0.02
+        )
         so = sum(v["so"] for r in rows.values() for k, v in r.items() if k[1] == "implicit")
         du = sum(v["du"] for r in rows.values() for k, v in r.items() if k[1] == "implicit")
         ex = sum(v["ex"] for r in rows.values() for k, v in r.items() if k[1] == "explicit")
         bc = max(v["benign"] for r in rows.values() for k, v in r.items() if k[1] == "clean")
         ba = max(v["benign"] for r in rows.values() for v in r.values())
-        print(f"| {n} | {passing} of {len(rows)} | {tot['thin']} / {tot['thick']} / {tot['explicit']} / {tot['benign_clean']} / {tot['benign_any']} | {w1} / {w2} | {so} | {du} | {ex} | {100*bc:.1f} / {100*ba:.1f} % |")
+        print(
+            f"| {n} | {passing} of {len(rows)} | {tot['thin']} / {tot['thick']} / {tot['explicit']} / {tot['benign_clean']} / {tot['benign_any']} | {w1} / {w2} | {so} | {du} | {ex} | {100 * bc:.1f} / {100 * ba:.1f} % |"
+        )
 
 
 if __name__ == "__main__" and sys.argv[1] in ("table", "why", "candidates"):
@@ -411,7 +459,7 @@ def ceiling(paths: list[str], budget: float = 0.03) -> None:
         for name, sc in scores.items():
             thin_ok = thin_so = thin_du = 0
             left_thin = []
-            for (s, kind, f), (idx, h) in d["meta"].items():
+            for (_seed, kind, f), (idx, h) in d["meta"].items():
                 if kind != "implicit" or f > 0.02:
                     continue
                 x, pt = sc[idx], d["pattern"][idx]
@@ -430,7 +478,9 @@ def ceiling(paths: list[str], budget: float = 0.03) -> None:
             r[4] += left_thin
         del d
         gc.collect()
-    print(f"| score | 1-2 % implicit cells with <= 1 left at a {100 * budget:.0f} % benign cut (oracle) | cells with > 1 shallow_opener left | > 1 dual_use left | median / max left |")
+    print(
+        f"| score | 1-2 % implicit cells with <= 1 left at a {100 * budget:.0f} % benign cut (oracle) | cells with > 1 shallow_opener left | > 1 dual_use left | median / max left |"
+    )
     print("|---|---|---|---|---|")
     for name, (ok, so, du, n, left) in rows.items():
         print(f"| {name} | {ok} of {n} | {so} | {du} | {np.median(left):.0f} / {max(left)} |")
