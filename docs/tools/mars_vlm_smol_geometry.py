@@ -1,7 +1,9 @@
 """vlm-smol, before any MARS run: the geometry of the textual refusal direction at every layer
 (development seed; exploration, not the study). Offset of neutral images along r in units of D
 (paired and safe anchors, as docs/tools/mars_offset_geometry.py), the offset of word images vs
-the same request typed, and how well r separates harmful from benign image inputs (AUC)."""
+the same request typed, and how well r separates harmful from benign image inputs (AUC).
+Usage: python docs/tools/mars_vlm_smol_geometry.py MODEL SEED [qa]  (qa: also the unsteered
+image-QA exact match on the 40 QA items; session 48)"""
 import sys, time, resource
 import numpy as np, torch
 from trustlab.core.context import RunContext
@@ -49,5 +51,13 @@ with torch_runtime(1), torch.no_grad():
               f"{auc(t['val_harmful'], t['val_harmless']):8.2f} {auc(t['harmful_image'], t['safe_image']):7.2f} "
               f"{np.median(t['harmful_image']):+7.2f} {np.median(t['safe_image']):+7.2f} {np.median(t['image_qa']):+6.2f} "
               f"{dp['image_task']:+8.3f} {dp['image_harmful']:+8.3f}", flush=True)
+if len(sys.argv) > 3 and sys.argv[3] == "qa":  # session 48: unsteered image-QA exact match
+    from trustlab.lm.decoding import generate_rows
+    qa = data["sets"]["image_qa"]
+    with torch_runtime(1), torch.no_grad():
+        replies = generate_rows(model, list(qa.prompts), max_new_tokens=12, batch_size=16)
+    hits = [r.strip() == ref.strip() for r, ref in zip(replies, qa.references)]
+    print(f"image QA exact match (unsteered, {len(hits)} items): {np.mean(hits):.3f} ({sum(hits)} right); "
+          f"first replies: {[r[:30] for r in replies[:6]]}")
 r = resource.getrusage(resource.RUSAGE_SELF)
 print(f"cpu {time.process_time()-t0:.1f} (user {r.ru_utime:.1f} sys {r.ru_stime:.1f})")

@@ -47,13 +47,18 @@ from trustlab.organisms.vlm_encoder import CellEncoder, filled_cells, to_pixels
 __all__ = [
     "PROJECTOR_FORMAT",
     "CellProjector",
+    "LoRALinear",
     "ProjectedTower",
     "add_image_token",
+    "apply_lora_factors",
+    "attach_lora",
     "build_projected_vlm",
     "load_projected_vlm",
+    "merge_lora",
     "reading_accuracy",
     "splice_images",
     "stage1_examples",
+    "stage2_examples",
     "train_projector",
 ]
 
@@ -73,7 +78,22 @@ PROJECTOR_DEFAULTS: dict[str, Any] = {
     "n_gap": 100,  # held-out harmful requests of the card's gap (typed vs image)
     "n_reading": 60,  # held-out word images of the card's reading accuracy
     "max_new_tokens": 24,
+    # the alignment loss (a deviation from LLaVA stage 1 for a CPU budget; 0 = none):
+    # :func:`train_projector`
+    "align_steps": 0,
+    "align_weight": 0.0,
+    "align_batch": 64,
+    "align_target": "first",
+    # LLaVA stage 2 on benign image instructions with LoRA on the backbone (0 steps = none):
+    # :func:`stage2_examples`, :func:`attach_lora`
+    "stage2_steps": 0,
+    "stage2_lr": 5e-4,
+    "stage2_read_share": 0.3,
+    "lora_rank": 8,
+    "lora_alpha": 16.0,
+    "lora_targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
 }
+LORA_FILE = "lora.safetensors"
 
 #: A ChatML template (SmolLM2's) whose user content may hold image parts; text-only
 #: conversations render exactly as the backbone's own template renders them.
@@ -100,11 +120,15 @@ class CellProjector(nn.Module):
         in_dim = feature_dim + n_cells + 1
         self.net = nn.Sequential(nn.Linear(in_dim, d_model), nn.GELU(), nn.Linear(d_model, d_model))
 
-    def embed(self, features: torch.Tensor, filled: torch.Tensor) -> list[torch.Tensor]:
+    def cells(self, features: torch.Tensor) -> torch.Tensor:
+        """The projected vector of every cell ``[B, 24, d_model]`` (empty cells included)."""
         b, n, _ = features.shape
         eye = torch.eye(n, dtype=features.dtype, device=features.device).expand(b, n, n)
-        zero = features.new_zeros(b, n, 1)
-        cells = self.net(torch.cat([features, eye, zero], -1))
+        return self.net(torch.cat([features, eye, features.new_zeros(b, n, 1)], -1))
+
+    def embed(self, features: torch.Tensor, filled: torch.Tensor) -> list[torch.Tensor]:
+        b, n, _ = features.shape
+        cells = self.cells(features)
         glob_in = torch.cat(
             [features.mean(1), features.new_zeros(b, n), features.new_ones(b, 1)], -1
         )
@@ -213,12 +237,145 @@ def _example_ids(tokenizer: Any, ex: dict[str, Any]) -> tuple[list[int], int]:
     return prompt + answer, len(prompt)
 
 
+class LoRALinear(nn.Module):
+    """``base(x) + scale * x A^T B^T`` (LoRA; ``B`` starts at zero, so the wrapped layer starts
+    as ``base``). ``base`` is not changed until :func:`merge_lora`."""
+
+    def __init__(self, base: nn.Linear, rank: int, alpha: float, generator: torch.Generator):
+        super().__init__()
+        self.base = base
+        a = torch.randn(rank, base.in_features, generator=generator) / base.in_features**0.5
+        self.a = nn.Parameter(a.to(base.weight.dtype))
+        self.b = nn.Parameter(base.weight.new_zeros(base.out_features, rank))
+        self.scale = float(alpha) / rank
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + (x @ self.a.T @ self.b.T) * self.scale
+
+    def delta(self) -> torch.Tensor:
+        return (self.b @ self.a) * self.scale
+
+
+def attach_lora(lm_model: Any, targets: tuple[str, ...], rank: int, alpha: float,
+                generator: torch.Generator) -> dict[str, LoRALinear]:  # fmt: skip
+    """Wrap every ``nn.Linear`` of ``lm_model`` whose name ends in one of ``targets`` (e.g.
+    ``q_proj``, ``v_proj``) in a :class:`LoRALinear`; returns them by module name."""
+    out = {}
+    for name, module in list(lm_model.named_modules()):
+        if isinstance(module, nn.Linear) and name.split(".")[-1] in targets:
+            parent = lm_model.get_submodule(name.rsplit(".", 1)[0])
+            wrapped = LoRALinear(module, rank, alpha, generator)
+            setattr(parent, name.rsplit(".", 1)[1], wrapped)
+            out[name] = wrapped
+    if not out:
+        raise DataError(f"no linear layer of the backbone is named any of {targets}.")
+    return out
+
+
+def merge_lora(lm_model: Any, lora: dict[str, LoRALinear]) -> dict[str, torch.Tensor]:
+    """Add each LoRA delta into its base weight and put the base layers back; returns the
+    factors (``<module>.lora_a`` / ``.lora_b``, scale folded into ``b``) for saving."""
+    factors = {}
+    with torch.no_grad():
+        for name, m in lora.items():
+            m.base.weight += m.delta().to(m.base.weight.dtype)
+            parent = lm_model.get_submodule(name.rsplit(".", 1)[0])
+            setattr(parent, name.rsplit(".", 1)[1], m.base)
+            factors[f"{name}.lora_a"] = m.a.detach().clone().contiguous()
+            factors[f"{name}.lora_b"] = (m.b.detach() * m.scale).contiguous()
+    return factors
+
+
+def apply_lora_factors(lm_model: Any, factors: dict[str, torch.Tensor]) -> None:
+    """Merge saved LoRA factors (:func:`merge_lora`'s) into a freshly loaded backbone."""
+    with torch.no_grad():
+        for key, a in factors.items():
+            if not key.endswith(".lora_a"):
+                continue
+            name = key[: -len(".lora_a")]
+            layer = lm_model.get_submodule(name)
+            b = factors[f"{name}.lora_b"]
+            layer.weight += (b.float() @ a.float()).to(layer.weight.dtype).to(layer.weight.device)
+
+
+def stage2_examples(word_tokenizer: Any, chat: Any, n: int, rng: np.random.Generator,
+                    settings: dict[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
+    """LLaVA stage 2 on *benign* image instructions only, chat format: the vision corpus's
+    train kinds caption, colour, count, position, OCR and benign requests shown in an image
+    (``image_task`` / ``image_howto``, answered as the chat corpus answers them typed), plus a
+    ``stage2_read_share`` of benign requests shown in an image with a reading question,
+    answered by their words. No harmful request is shown (``harmful_share=0``), none refused."""
+    from trustlab.organisms.vlm_data import build_vision_corpus
+
+    n_read = round(n * settings["stage2_read_share"])
+    seed = int(rng.integers(2**31 - 1))
+    vis = build_vision_corpus(chat, word_tokenizer, seed=seed, n_train=2 * (n - n_read),
+                              n_heldout=0, harmful_share=0.0)  # fmt: skip
+    keep = ("caption", "colour", "count", "position", "ocr", "image_task", "image_howto")
+    vis = [e for e in vis if e.kind in keep and len(e.images) == 1 and e.text]
+    vis = [vis[i] for i in rng.permutation(len(vis))[: n - n_read]]  # the corpus is by kind
+    out = [{"image": e.images[0], "question": e.text, "answer": e.response} for e in vis]
+    reading = {**settings, "plain_share": 0.0, "caption_share": 0.0, "request_share": 1.0}
+    out += stage1_examples(word_tokenizer, chat, n_read, rng, reading)
+    return [out[i] for i in rng.permutation(len(out))]
+
+
+def alignment_targets(lm_model: Any, tokenizer: Any, examples: list[dict[str, Any]],
+                      target: str = "first") -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """What each cell of each example's word image is pulled to by the alignment loss: the
+    backbone's input embedding of the cell's word as it follows a space (``" word"``; its first
+    sub-token, or the mean of its sub-tokens for ``target="mean"``). Returns ``(table
+    [n_words, d_model], index [n_examples, 24])``, index -1 where a cell has no word (empty
+    cells, scenes)."""
+    if target not in ("first", "mean"):
+        raise DataError(f"align_target must be 'first' or 'mean', not {target!r}.")
+    emb = lm_model.get_input_embeddings().weight.detach()
+    words: dict[str, int] = {}
+    rows, index = [], torch.full((len(examples), N_CELLS), -1, dtype=torch.long)
+    for i, ex in enumerate(examples):
+        spec = ex["image"]
+        if spec.kind != "words":
+            continue
+        for c, w in enumerate(spec.words[:N_CELLS]):
+            if w not in words:
+                ids = tokenizer(" " + w, add_special_tokens=False)["input_ids"]
+                words[w] = len(rows)
+                rows.append(emb[ids[0]] if target == "first" else emb[ids].mean(0))
+            index[i, c] = words[w]
+    table = torch.stack(rows) if rows else emb.new_zeros(0, emb.shape[1])
+    return table, index
+
+
+def _alignment_loss(projector: CellProjector, feats: torch.Tensor, filled: torch.Tensor,
+                    index: torch.Tensor, table: torch.Tensor) -> torch.Tensor | None:  # fmt: skip
+    """Mean squared distance of the projected word cells from their targets, in units of the
+    targets' mean squared norm (1.0 = as far as a zero vector)."""
+    keep = (index >= 0) & filled
+    if not bool(keep.any()):
+        return None
+    got = projector.cells(feats)[keep]
+    want = table[index[keep]]
+    return ((got - want) ** 2).sum(-1).mean() / (want**2).sum(-1).mean()
+
+
 def train_projector(lm_model: Any, tower: ProjectedTower, tokenizer: Any,
                     examples: list[dict[str, Any]], *, steps: int, batch_size: int, lr: float,
                     warmup: int, generator: torch.Generator, style: RenderStyle,
-                    progress: Any = None) -> dict[str, Any]:  # fmt: skip
+                    progress: Any = None, align_weight: float = 0.0, align_steps: int = 0,
+                    align_batch: int = 64, align_target: str = "first",
+                    lora: dict[str, LoRALinear] | None = None,
+                    stage: str = "stage 1: projector alignment") -> dict[str, Any]:  # fmt: skip
     """Stage 1: the projector alone learns, by the next-token loss on the answers through the
-    frozen backbone (whose parameters get no gradient and are checked unchanged afterwards)."""
+    frozen backbone (whose parameters get no gradient and are checked unchanged afterwards).
+
+    With ``align_steps`` / ``align_weight`` (a deviation from LLaVA's stage 1, made for a CPU
+    budget: :func:`alignment_targets`): first ``align_steps`` steps of the alignment loss alone
+    (batches of ``align_batch`` images, no backbone forward), then every answer step adds
+    ``align_weight`` times the alignment loss of its batch's word cells.
+
+    With ``lora`` (:func:`attach_lora`; LLaVA's stage 2 with LoRA instead of full tuning) the
+    LoRA factors train with the projector; the backbone's own weights stay unchanged (checked)
+    until :func:`merge_lora`."""
     from trustlab.organisms.vlm_build import pad_rows
 
     t0 = time.process_time()
@@ -232,14 +389,34 @@ def train_projector(lm_model: Any, tower: ProjectedTower, tokenizer: Any,
     bank, fill = torch.cat(feats), torch.cat(filled)
     items = [_example_ids(tokenizer, ex) for ex in examples]
     image_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
-    frozen = [p for p in lm_model.parameters()]
+    extra = [p for m in (lora or {}).values() for p in (m.a, m.b)]
+    extra_ids = {id(p) for p in extra}
+    frozen = [p for p in lm_model.parameters() if id(p) not in extra_ids]
     before = [p.detach().clone() for p in frozen[:2]] + [frozen[-1].detach().clone()]
     for p in frozen:
         p.requires_grad_(False)
-    params = list(tower.projector.parameters())
+    params = list(tower.projector.parameters()) + extra
+    aligning = align_weight > 0 or align_steps > 0
+    if aligning:
+        table, index = alignment_targets(lm_model, tokenizer, examples, align_target)
+    align_losses = []
+    if align_steps > 0:  # the alignment loss alone: the projector only, no backbone forward
+        opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
+        for step in range(align_steps):
+            for g in opt.param_groups:
+                g["lr"] = lr * min(1.0, (step + 1) / max(1, warmup))
+            pick = torch.randint(len(items), (align_batch,), generator=generator)
+            loss = _alignment_loss(tower.projector, bank[pick], fill[pick], index[pick], table)
+            if loss is None:
+                continue
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            align_losses.append(float(loss.detach()))
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
     lm_model.eval()  # no dropout in the frozen backbone
-    losses = []
+    losses, joint_align = [], []
     pad = tokenizer.pad_token_id
     for step in range(steps):
         scale = min(1.0, (step + 1) / max(1, warmup))
@@ -264,24 +441,41 @@ def train_projector(lm_model: Any, tower: ProjectedTower, tokenizer: Any,
         sel = target != -100
         logits = lm_model.lm_head(hidden[:, :-1][sel])
         loss = F.cross_entropy(logits, target[sel])
+        losses.append(float(loss.detach()))
+        if align_weight > 0:
+            extra = _alignment_loss(tower.projector, bank[pick], fill[pick], index[pick], table)
+            if extra is not None:
+                joint_align.append(float(extra.detach()))
+                loss = loss + align_weight * extra
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        losses.append(float(loss.detach()))
         if progress is not None and (step % 5 == 0 or step == steps - 1):
-            progress("stage 1: projector alignment", step + 1, steps)
+            progress(stage, step + 1, steps)
     after = [p.detach() for p in frozen[:2]] + [frozen[-1].detach()]
     unchanged = all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
     if not unchanged:  # pragma: no cover - the backbone has requires_grad False
-        raise RuntimeError("stage 1 changed the frozen backbone")
+        raise RuntimeError(f"{stage} changed the frozen backbone")
     tail = max(1, steps // 10)
+    extra_stats: dict[str, Any] = {}
+    if aligning:
+        a_tail = max(1, len(align_losses) // 10)
+        extra_stats = {
+            "align_steps": align_steps,
+            "align_weight": align_weight,
+            "align_target": align_target,
+            "align_first_loss": float(np.mean(align_losses[:a_tail])) if align_losses else None,
+            "align_final_loss": float(np.mean(align_losses[-a_tail:])) if align_losses else None,
+            "joint_align_final_loss": float(np.mean(joint_align[-tail:])) if joint_align else None,
+        }
     return {
+        **extra_stats,
         "stage1_examples": len(examples),
         "stage1_steps": steps,
         "stage1_batch_size": batch_size,
-        "stage1_first_loss": float(np.mean(losses[:tail])),
-        "stage1_final_loss": float(np.mean(losses[-tail:])),
+        "stage1_first_loss": float(np.mean(losses[:tail])) if losses else None,
+        "stage1_final_loss": float(np.mean(losses[-tail:])) if losses else None,
         "stage1_render_cpu_seconds": t_render,
         "stage1_cpu_seconds": time.process_time() - t0,
     }
@@ -359,7 +553,36 @@ def build_projected_vlm(spec: Any, out: Path, progress: Any = None) -> dict[str,
         stats = train_projector(lm_model, tower, tokenizer, examples, steps=spec.train.steps,
                                 batch_size=spec.train.batch_size, lr=spec.train.lr,
                                 warmup=spec.train.warmup, generator=generator, style=style,
-                                progress=progress)  # fmt: skip
+                                progress=progress, align_weight=settings["align_weight"],
+                                align_steps=settings["align_steps"],
+                                align_batch=settings["align_batch"],
+                                align_target=settings["align_target"])  # fmt: skip
+        factors = None
+        if settings["stage2_steps"] > 0:  # LLaVA stage 2, benign image instructions, LoRA
+            lora_gen = torch.Generator().manual_seed(spec.seed + 1)
+            lora = attach_lora(lm_model, tuple(settings["lora_targets"]), settings["lora_rank"],
+                               settings["lora_alpha"], lora_gen)  # fmt: skip
+            n2 = settings["stage2_steps"] * spec.train.batch_size
+            examples2 = stage2_examples(word_tokenizer, chat, n2, rng, settings)
+            stats["stage2"] = train_projector(
+                lm_model,
+                tower,
+                tokenizer,
+                examples2,
+                steps=settings["stage2_steps"],
+                batch_size=spec.train.batch_size,
+                lr=settings["stage2_lr"],
+                warmup=spec.train.warmup,
+                generator=generator,
+                style=style,
+                progress=progress,
+                align_weight=settings["align_weight"],
+                align_target=settings["align_target"],
+                lora=lora,
+                stage="stage 2: benign visual instruction tuning (LoRA)",
+            )
+            factors = merge_lora(lm_model, lora)
+            stats["stage2"]["lora_params"] = sum(v.numel() for v in factors.values())
         stats["train_cpu_seconds"] = time.process_time() - start
         eval_start = time.process_time()
         vlm = _as_vlm(lm_model, tokenizer, tower, word_tokenizer, "")
@@ -384,6 +607,8 @@ def build_projected_vlm(spec: Any, out: Path, progress: Any = None) -> dict[str,
     tokenizer.save_pretrained(out)
     word_tokenizer.save_pretrained(out / READER_TOKENIZER)
     save_file({k: v.contiguous() for k, v in tower.state_dict().items()}, str(out / PROJECTOR_FILE))
+    if factors is not None:  # the backbone's change: LoRA factors, merged in at load
+        save_file(factors, str(out / LORA_FILE))
     config = {
         "format": PROJECTOR_FORMAT,
         "image_token": IMAGE_TOKEN,
@@ -394,6 +619,7 @@ def build_projected_vlm(spec: Any, out: Path, progress: Any = None) -> dict[str,
         "hidden": [int(reader.mlp[0].out_features), int(reader.mlp[2].out_features)],
         "grid": list(GRID),
         "tokens_per_image": "1 + filled cells",
+        "lora": factors is not None,
     }
     (out / CONFIG_FILE).write_text(json.dumps(config, indent=1), encoding="utf-8")
     base_card = read_card(spec.base)
@@ -449,6 +675,10 @@ def load_projected_vlm(path: Path, config: dict[str, Any], *, dtype: Any = None,
     from trustlab.organisms.registry import build
 
     text = load_hf(build(config["backbone"]), dtype=dtype, device=device)
+    if config.get("lora"):  # stage 2 changed the backbone: its LoRA factors merged in
+        if not (path / LORA_FILE).is_file():
+            raise DataError(f"{path}: the config names LoRA factors but {LORA_FILE} is missing.")
+        apply_lora_factors(text.model, load_file(str(path / LORA_FILE)))
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     word_tokenizer = AutoTokenizer.from_pretrained(path / READER_TOKENIZER, local_files_only=True)
     reader = CellEncoder(config["classes"], 1, tuple(config["hidden"]))
