@@ -89,6 +89,7 @@ PROJECTOR_DEFAULTS: dict[str, Any] = {
     "stage2_steps": 0,
     "stage2_lr": 5e-4,
     "stage2_read_share": 0.3,
+    "stage2_text_share": 0.0,  # typed chat-corpus replay (its harmful requests' refusals too)
     "lora_rank": 8,
     "lora_alpha": 16.0,
     "lora_targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
@@ -218,8 +219,13 @@ def stage1_examples(word_tokenizer: Any, chat: Any, n: int, rng: np.random.Gener
 
 
 def _example_ids(tokenizer: Any, ex: dict[str, Any]) -> tuple[list[int], int]:
-    """Token ids of one example (one image token) and where the answer starts."""
-    if ex["question"] is None:  # LLaVA's plain format
+    """Token ids of one example (one image token, none for a text-only example) and where the
+    answer starts."""
+    if ex["image"] is None:  # a typed conversation (stage 2's text replay)
+        msgs = [{"role": "user", "content": ex["question"]}]
+        text = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
+    elif ex["question"] is None:  # LLaVA's plain format
         prompt = [tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)]
         prompt += tokenizer("\n", add_special_tokens=False)["input_ids"]
     else:
@@ -307,7 +313,9 @@ def stage2_examples(word_tokenizer: Any, chat: Any, n: int, rng: np.random.Gener
     answered by their words. No harmful request is shown (``harmful_share=0``), none refused."""
     from trustlab.organisms.vlm_data import build_vision_corpus
 
+    n_text = round(n * settings.get("stage2_text_share", 0.0))
     n_read = round(n * settings["stage2_read_share"])
+    n = n - n_text
     seed = int(rng.integers(2**31 - 1))
     vis = build_vision_corpus(chat, word_tokenizer, seed=seed, n_train=2 * (n - n_read),
                               n_heldout=0, harmful_share=0.0)  # fmt: skip
@@ -317,6 +325,11 @@ def stage2_examples(word_tokenizer: Any, chat: Any, n: int, rng: np.random.Gener
     out = [{"image": e.images[0], "question": e.text, "answer": e.response} for e in vis]
     reading = {**settings, "plain_share": 0.0, "caption_share": 0.0, "request_share": 1.0}
     out += stage1_examples(word_tokenizer, chat, n_read, rng, reading)
+    if n_text:  # typed replay of the chat corpus (LLaVA-1.5 mixes text-only data into stage 2)
+        typed = [e for e in chat.train if e.kind in ("harmful", "task", "howto")]
+        pick = rng.choice(len(typed), n_text, replace=False)
+        out += [{"image": None, "question": typed[i].prompt, "answer": typed[i].response}
+                for i in pick]  # fmt: skip
     return [out[i] for i in rng.permutation(len(out))]
 
 
@@ -334,7 +347,7 @@ def alignment_targets(lm_model: Any, tokenizer: Any, examples: list[dict[str, An
     rows, index = [], torch.full((len(examples), N_CELLS), -1, dtype=torch.long)
     for i, ex in enumerate(examples):
         spec = ex["image"]
-        if spec.kind != "words":
+        if spec is None or spec.kind != "words":
             continue
         for c, w in enumerate(spec.words[:N_CELLS]):
             if w not in words:
@@ -379,7 +392,12 @@ def train_projector(lm_model: Any, tower: ProjectedTower, tokenizer: Any,
     from trustlab.organisms.vlm_build import pad_rows
 
     t0 = time.process_time()
-    rendered = [ex["image"].render(style) for ex in examples]
+    blank = None
+    rendered = []
+    for ex in examples:  # a text-only example gets a blank image's features, never used
+        if ex["image"] is None and blank is None:
+            blank = ImageSpec("words", 0, words=()).render(style)
+        rendered.append(ex["image"].render(style) if ex["image"] is not None else blank)
     t_render = time.process_time() - t0
     feats, filled = [], []
     for i in range(0, len(rendered), 256):
@@ -427,6 +445,10 @@ def train_projector(lm_model: Any, tower: ProjectedTower, tokenizer: Any,
         rows, labels = [], []
         for i in pick:
             ids, start = items[i]
+            if image_id not in ids:  # text only
+                rows.append(ids)
+                labels.append([-100] * start + ids[start:])
+                continue
             n_vec = 1 + int(fill[i].sum())
             k = ids.index(image_id)
             row = ids[:k] + [image_id] * n_vec + ids[k + 1 :]
@@ -434,7 +456,8 @@ def train_projector(lm_model: Any, tower: ProjectedTower, tokenizer: Any,
             rows.append(row)
             labels.append([-100] * (start + shift) + row[start + shift :])
         ids_t, lab_t, mask = pad_rows(rows, labels, pad)
-        vectors = tower.projector.embed(bank[pick], fill[pick])
+        with_image = [i for i in pick if examples[i]["image"] is not None]
+        vectors = tower.projector.embed(bank[with_image], fill[with_image]) if with_image else []
         embeds = splice_images(lm_model, ids_t, image_id, vectors)
         hidden = lm_model.model(inputs_embeds=embeds, attention_mask=mask).last_hidden_state
         target = lab_t[:, 1:]
