@@ -18,6 +18,9 @@ from trustlab.organisms.vlm_projector import (  # noqa: E402
     ProjectedTower,
     _as_vlm,
     add_image_token,
+    apply_lora_factors,
+    attach_lora,
+    merge_lora,
     splice_images,
     train_projector,
 )
@@ -86,6 +89,53 @@ def test_stage_one_lowers_the_reading_loss_and_leaves_the_backbone_bit_identical
     after = model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert all(torch.equal(reader_before[k], v) for k, v in tower.reader.state_dict().items())
+
+
+def test_alignment_pulls_word_cells_to_their_embeddings_and_lora_merges_exactly():
+    from trustlab.organisms.vlm_projector import _alignment_loss, alignment_targets
+
+    tok, model, tower = _parts()
+    examples = [
+        {"image": ImageSpec("words", s, words=w), "question": None, "answer": " ".join(w)}
+        for s, w in [(1, ("hello", "world")), (2, ("red", "sun", "tea")), (3, ("cup", "blue")),
+                     (4, ("moon", "hello", "cup"))]
+    ]  # fmt: skip
+    table, index = alignment_targets(model, tok, examples)
+    emb = model.get_input_embeddings().weight
+    first = tok(" tea", add_special_tokens=False)["input_ids"][0]
+    assert torch.equal(table[index[1, 2]], emb[first].detach())  # cell 3 of image 2 shows "tea"
+    assert (index[:, 4:] == -1).all() and int((index >= 0).sum()) == 10
+    feats, filled = tower.features(_pixels(examples))
+    with torch.no_grad():
+        before = float(_alignment_loss(tower.projector, feats, filled, index, table))
+    # alignment alone: no backbone forward; the backbone stays bit-identical
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    train_projector(model, tower, tok, examples, steps=0, batch_size=4, lr=3e-2, warmup=1,
+                    generator=torch.Generator().manual_seed(0), style=RenderStyle(),
+                    align_steps=200, align_batch=4)  # fmt: skip
+    with torch.no_grad():
+        after = float(_alignment_loss(tower.projector, feats, filled, index, table))
+    assert after < 0.25 * before, (before, after)
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    # stage 2: LoRA factors train, the base weights stay until merged; the saved factors
+    # reproduce the merged weights on a fresh copy of the backbone
+    lora = attach_lora(model, ("q_proj", "v_proj"), 2, 4.0, torch.Generator().manual_seed(1))
+    assert len(lora) == 4  # two blocks x (q, v)
+    train_projector(model, tower, tok, examples, steps=5, batch_size=4, lr=3e-2, warmup=1,
+                    generator=torch.Generator().manual_seed(0), style=RenderStyle(), lora=lora)  # fmt: skip
+    factors = merge_lora(model, lora)
+    merged = model.state_dict()
+    changed = {k for k in state if not torch.equal(state[k], merged[k])}
+    assert changed == {f"{n}.weight" for n in lora}, changed
+    _, fresh, _ = _parts()
+    apply_lora_factors(fresh, factors)
+    assert all(torch.allclose(fresh.state_dict()[k], merged[k], atol=1e-6) for k in merged)
+
+
+def _pixels(examples):
+    from trustlab.organisms.vlm_encoder import to_pixels
+
+    return to_pixels([ex["image"].render(RenderStyle()) for ex in examples])
 
 
 def test_vlm_smol_is_the_frozen_smol_chat_with_vlm_xs_eyes():
