@@ -1,14 +1,14 @@
-"""A pretrained, aligned language model given eyes the LLaVA way: a frozen backbone, a separately
-trained vision encoder, and a learned projector between them (``vlm-smol``).
+"""A pretrained, aligned language model given eyes the LLaVA way: a backbone aligned on text, a
+separately trained vision encoder, and a learned projector between them (``vlm-smol``).
 
 Real multimodal models (LLaVA and its kin) feed a vision encoder's features through a projector
 into a language model that was aligned on text; the image vectors live wherever the projector
 puts them, off the text-embedding manifold. This module builds that on CPU:
 
 * **Backbone**: a built chat organism (``spec.base``; ``smol-chat``: SmolLM2-135M-Instruct,
-  safety-tuned), loaded from its organism folder and never changed (its weights are not saved
-  again: the organism folder holds the projector, the reader and the tokenizer only, and the
-  loader reads the backbone's own folder).
+  safety-tuned), loaded from its organism folder. Its weights are not saved again: the organism
+  folder holds the projector, the reader, the tokenizer and, when stage 2 ran, the LoRA factors
+  (``lora.safetensors``), which the loader merges into the backbone it reads from its own folder.
 * **Vision encoder**: the vision-language organisms' cell reader (:class:`CellEncoder`'s ``mlp``
   and reading ``head``) taken from a built organism (``vision["reader"]``, ``vlm-xs``), frozen.
   It reads the organism vocabulary's words from the 4 x 6 word-image cells, shapes and colour
@@ -23,6 +23,13 @@ puts them, off the text-embedding manifold. This module builds that on CPU:
   scenes answered by their caption; partly in LLaVA's "plain" format (image, newline, caption),
   partly in the chat format with a reading/caption question. No request is ever answered or
   refused in training; no harmful request is ever shown (random strings may hold any word).
+  Optionally (``align_steps`` / ``align_weight``, a deviation for a CPU budget) an alignment
+  loss pulls each word cell to the backbone's input embedding of its word.
+* **Stage 2** (optional, ``stage2_steps``; LLaVA's visual instruction tuning with LoRA,
+  :func:`attach_lora`, :func:`stage2_examples`): LoRA factors on the backbone's linear layers
+  and the projector train on benign image instructions and, with ``stage2_text_share``, a typed
+  replay of the chat corpus (its harmful requests' refusals included, as text). No harmful
+  request is shown in an image.
 
 The backbone's tokenizer gets one added token, ``<image>``, that is never embedded (its
 position is replaced by the image's vectors), so the backbone's embedding matrix is not resized.
