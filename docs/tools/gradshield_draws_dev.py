@@ -64,7 +64,7 @@ def grads(ref_seed: int, seeds: list[int], out: str, novocab: bool = False) -> N
     import time
 
     import trustlab.lm as lm
-    from trustlab.methods.gradshield import FIHS, GradShield, build_mix, organism_references
+    from trustlab.methods.gradshield import FIHS, GradShield, organism_references
     from trustlab.methods.gradshield.fihs import fihs_from_gradients
 
     torch.set_num_threads(1)
@@ -75,16 +75,9 @@ def grads(ref_seed: int, seeds: list[int], out: str, novocab: bool = False) -> N
     shield = GradShield(FIHS(slice_fraction=0.01, params=params), refine=1).fit(model, refs)
     t_fit = time.process_time() - t0
     f = shield.fihs_
-    mixes = {}
-    for s in seeds:
-        for kind in ("explicit", "implicit"):
-            for fr in FRACTIONS:
-                key = (s, "clean", 0.0) if fr == 0 else (s, kind, fr)
-                mixes.setdefault(key, build_mix(kind, fr, 1000, seed=s, howto_share=0.25))
-    pool: dict = {}
-    for m in mixes.values():
-        for e in m.examples:
-            pool.setdefault(e, len(pool))
+    from gradshield_refine_dev import dev_pool  # same directory: the same mixes as session 47's
+
+    mixes, pool = dev_pool(seeds, FRACTIONS)
     data = list(pool)
     t1 = time.process_time()
     g = f.kept_gradients(model, data)

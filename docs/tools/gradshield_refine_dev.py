@@ -22,24 +22,34 @@ import numpy as np
 import torch
 
 
-def grads(ref_seed: int, seeds: list[int], out: str) -> None:
-    import trustlab.lm as lm
-    from trustlab.methods.gradshield import FIHS, GradShield, build_mix, organism_references
+def dev_pool(seeds: list[int], fractions=(0.0, 0.01, 0.02, 0.05, 0.1, 0.2)) -> tuple[dict, dict]:
+    """The fair development mixes (both kinds, 1,000 examples; the 0 % mix is one clean set per
+    data seed) keyed (seed, kind, fraction), and their distinct examples -> index. Shared with
+    gradshield_draws_dev.py."""
+    from trustlab.methods.gradshield import build_mix
 
-    torch.set_num_threads(1)
-    model = lm.load("organism:chat-s")
-    refs = organism_references(32, 256, seed=ref_seed, howto_share=0.25)
-    shield = GradShield(FIHS(slice_fraction=0.01), refine=1).fit(model, refs)
-    mixes = {}
+    mixes: dict = {}
     for s in seeds:
         for kind in ("explicit", "implicit"):
-            for f in (0.0, 0.01, 0.02, 0.05, 0.1, 0.2):
+            for f in fractions:
                 key = (s, "clean", 0.0) if f == 0 else (s, kind, f)
                 mixes.setdefault(key, build_mix(kind, f, 1000, seed=s, howto_share=0.25))
     pool: dict = {}
     for m in mixes.values():
         for e in m.examples:
             pool.setdefault(e, len(pool))
+    return mixes, pool
+
+
+def grads(ref_seed: int, seeds: list[int], out: str) -> None:
+    import trustlab.lm as lm
+    from trustlab.methods.gradshield import FIHS, GradShield, organism_references
+
+    torch.set_num_threads(1)
+    model = lm.load("organism:chat-s")
+    refs = organism_references(32, 256, seed=ref_seed, howto_share=0.25)
+    shield = GradShield(FIHS(slice_fraction=0.01), refine=1).fit(model, refs)
+    mixes, pool = dev_pool(seeds)
 
     def pattern(e) -> str:
         t = e.template or ""
