@@ -54,7 +54,6 @@ from trustlab.organisms.vlm_encoder import CellEncoder, filled_cells, to_pixels
 __all__ = [
     "PROJECTOR_FORMAT",
     "CellProjector",
-    "LoRALinear",
     "ProjectedTower",
     "add_image_token",
     "apply_lora_factors",
@@ -250,52 +249,49 @@ def _example_ids(tokenizer: Any, ex: dict[str, Any]) -> tuple[list[int], int]:
     return prompt + answer, len(prompt)
 
 
-class LoRALinear(nn.Module):
-    """``base(x) + scale * x A^T B^T`` (LoRA; ``B`` starts at zero, so the wrapped layer starts
-    as ``base``). ``base`` is not changed until :func:`merge_lora`."""
-
-    def __init__(self, base: nn.Linear, rank: int, alpha: float, generator: torch.Generator):
-        super().__init__()
-        self.base = base
-        a = torch.randn(rank, base.in_features, generator=generator) / base.in_features**0.5
-        self.a = nn.Parameter(a.to(base.weight.dtype))
-        self.b = nn.Parameter(base.weight.new_zeros(base.out_features, rank))
-        self.scale = float(alpha) / rank
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.base(x) + (x @ self.a.T @ self.b.T) * self.scale
-
-    def delta(self) -> torch.Tensor:
-        return (self.b @ self.a) * self.scale
+def _lora_params(layer: Any) -> tuple[nn.Parameter, nn.Parameter]:
+    """A peft LoRA layer's (A, B) weights of its one adapter."""
+    return layer.lora_A["default"].weight, layer.lora_B["default"].weight
 
 
 def attach_lora(lm_model: Any, targets: tuple[str, ...], rank: int, alpha: float,
-                generator: torch.Generator) -> dict[str, LoRALinear]:  # fmt: skip
-    """Wrap every ``nn.Linear`` of ``lm_model`` whose name ends in one of ``targets`` (e.g.
-    ``q_proj``, ``v_proj``) in a :class:`LoRALinear`; returns them by module name."""
+                generator: torch.Generator) -> dict[str, Any]:  # fmt: skip
+    """LoRA adapters (``peft``, injected in place: ``base(x) + (alpha/rank) B A x``, ``B`` at
+    zero) on every ``nn.Linear`` of ``lm_model`` whose name ends in one of ``targets`` (e.g.
+    ``q_proj``, ``v_proj``); ``A`` drawn from ``generator`` (N(0, 1/fan_in), the finetune
+    substrate's convention), so a build is reproducible. Returns the LoRA layers by module name;
+    the base weights are not changed until :func:`merge_lora`."""
+    from peft import LoraConfig, inject_adapter_in_model
+    from peft.tuners.lora import Linear as PeftLoraLinear
+
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(targets))
+    try:
+        inject_adapter_in_model(config, lm_model)
+    except ValueError as exc:
+        raise DataError(f"no linear layer of the backbone is named any of {targets}.") from exc
     out = {}
-    for name, module in list(lm_model.named_modules()):
-        if isinstance(module, nn.Linear) and name.split(".")[-1] in targets:
-            parent = lm_model.get_submodule(name.rsplit(".", 1)[0])
-            wrapped = LoRALinear(module, rank, alpha, generator)
-            setattr(parent, name.rsplit(".", 1)[1], wrapped)
-            out[name] = wrapped
-    if not out:
-        raise DataError(f"no linear layer of the backbone is named any of {targets}.")
+    with torch.no_grad():
+        for name, module in lm_model.named_modules():
+            if isinstance(module, PeftLoraLinear):
+                a, _ = _lora_params(module)
+                a.copy_(torch.randn(a.shape, generator=generator) / a.shape[1] ** 0.5)
+                out[name] = module
     return out
 
 
-def merge_lora(lm_model: Any, lora: dict[str, LoRALinear]) -> dict[str, torch.Tensor]:
-    """Add each LoRA delta into its base weight and put the base layers back; returns the
-    factors (``<module>.lora_a`` / ``.lora_b``, scale folded into ``b``) for saving."""
+def merge_lora(lm_model: Any, lora: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """Merge each adapter into its base weight (peft's ``merge``) and put the base layers back;
+    returns the factors (``<module>.lora_a`` / ``.lora_b``, scale folded into ``b``) for
+    saving."""
     factors = {}
     with torch.no_grad():
-        for name, m in lora.items():
-            m.base.weight += m.delta().to(m.base.weight.dtype)
+        for name, layer in lora.items():
+            a, b = _lora_params(layer)
+            factors[f"{name}.lora_a"] = a.detach().clone().contiguous()
+            factors[f"{name}.lora_b"] = (b.detach() * layer.scaling["default"]).contiguous()
+            layer.merge()
             parent = lm_model.get_submodule(name.rsplit(".", 1)[0])
-            setattr(parent, name.rsplit(".", 1)[1], m.base)
-            factors[f"{name}.lora_a"] = m.a.detach().clone().contiguous()
-            factors[f"{name}.lora_b"] = (m.b.detach() * m.scale).contiguous()
+            setattr(parent, name.rsplit(".", 1)[1], layer.get_base_layer())
     return factors
 
 
@@ -383,7 +379,7 @@ def train_projector(lm_model: Any, tower: ProjectedTower, tokenizer: Any,
                     warmup: int, generator: torch.Generator, style: RenderStyle,
                     progress: Any = None, align_weight: float = 0.0, align_steps: int = 0,
                     align_batch: int = 64, align_target: str = "first",
-                    lora: dict[str, LoRALinear] | None = None,
+                    lora: dict[str, Any] | None = None,
                     stage: str = "stage 1: projector alignment") -> dict[str, Any]:  # fmt: skip
     """Stage 1: the projector alone learns, by the next-token loss on the answers through the
     frozen backbone (whose parameters get no gradient and are checked unchanged afterwards).
@@ -414,7 +410,7 @@ def train_projector(lm_model: Any, tower: ProjectedTower, tokenizer: Any,
     bank, fill = torch.cat(feats), torch.cat(filled)
     items = [_example_ids(tokenizer, ex) for ex in examples]
     image_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
-    extra = [p for m in (lora or {}).values() for p in (m.a, m.b)]
+    extra = [p for m in (lora or {}).values() for p in _lora_params(m)]
     extra_ids = {id(p) for p in extra}
     frozen = [p for p in lm_model.parameters() if id(p) not in extra_ids]
     before = [p.detach().clone() for p in frozen[:2]] + [frozen[-1].detach().clone()]

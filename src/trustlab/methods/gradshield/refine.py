@@ -130,13 +130,14 @@ def two_sided_removal(
     removal: chat-xs, development). Returns ``removed`` ``[n]`` (bool), the upper side's refined
     ``scores``, ``calibration_scores`` and ``threshold`` (what the report draws), the plain
     scores and cut, and per side how many it removed."""
+    from scipy.stats import binom
+
     from trustlab.core.validation import check_choice
     from trustlab.methods.gradshield.fihs import fihs_from_gradients
+    from trustlab.methods.gradshield.slices import as_tensor
     from trustlab.methods.gradshield.thresholds import ConformalThreshold
 
     check_choice(sides, "sides", ("upper", "both"), "two_sided_removal")
-    from trustlab.methods.gradshield.slices import as_tensor
-
     r = as_tensor(direction, "direction", "two_sided_removal", 1)
     plain = fihs_from_gradients(grads, r)
     plain_cal = fihs_from_gradients(calibration, r)
@@ -148,8 +149,6 @@ def two_sided_removal(
         plain_cut = float(ConformalThreshold(alpha).fit(sign * plain, sign * plain_cal).threshold_)
         side_rounds = rounds
         if side == "lower":
-            from scipy.stats import binom
-
             below = int((sign * plain > plain_cut).sum())
             p = float(binom.sf(below - 1, plain.shape[0], 1.0 / (plain_cal.shape[0] + 1)))
             out["lower_tail_p"] = p
