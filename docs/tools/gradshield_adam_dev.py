@@ -48,13 +48,16 @@ def second_moment(g: torch.Tensor, batch: int = B) -> torch.Tensor:
 
 def diag_maps(v: torch.Tensor):
     p = 1.0 / (v.sqrt() + EPS)
-    return {"L": (lambda x: x * p, lambda r: r), "W": (lambda x: x * p.sqrt(), lambda r: r * p.sqrt())}
+    return {
+        "L": (lambda x: x * p, lambda r: r),
+        "W": (lambda x: x * p.sqrt(), lambda r: r * p.sqrt()),
+    }
 
 
 def ppca_map(ben: torch.Tensor, k: int = K):
     n, d = ben.shape
     # eigenpairs of M = ben^T ben / n through the n x n Gram matrix
-    u_, s_, vh = torch.linalg.svd(ben / np.sqrt(n), full_matrices=False)
+    _u, s_, vh = torch.linalg.svd(ben / np.sqrt(n), full_matrices=False)
     s = s_**2
     lam = float((s.sum() - s[:k].sum()) / (d - k))
     U = vh[:k].T  # [d, k]
@@ -117,7 +120,6 @@ def score_draw(path: str) -> dict:
 def score(out: str, paths: list[str]) -> None:
     import gc
     import os
-    import re
 
     allres = {}
     if os.path.exists(out):
@@ -134,7 +136,6 @@ def score(out: str, paths: list[str]) -> None:
         with open(out + ".tmp", "wb") as fh:
             pickle.dump(allres, fh)
         os.replace(out + ".tmp", out)
-    _ = re
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -187,10 +188,16 @@ def report(path: str, dev=range(600, 616)) -> None:
     with open(path, "rb") as fh:
         allres = pickle.load(fh)
     names = ["plain", "L_mix", "W_mix", "L_ben", "W_ben", "K16"]
-    print("| rows | candidate | draws passing (600-615) | failing cells thin / thick / explicit / benign clean / benign any | worst left 1 % / 2 % | SO left | DU left | explicit left | benign max clean / any | DU AUC median (min-max), 20 draws | draws DU AUC > plain | SO AUC min | ceiling thin <=1 left at 3 % / 10 % benign (of 64) | CPU-s per draw (transform + rule) |")
+    print(
+        "| rows | candidate | draws passing (600-615) | failing cells thin / thick / explicit / benign clean / benign any | worst left 1 % / 2 % | SO left | DU left | explicit left | benign max clean / any | DU AUC median (min-max), 20 draws | draws DU AUC > plain | SO AUC min | ceiling thin <=1 left at 3 % / 10 % benign (of 64) | CPU-s per draw (transform + rule) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for rows in ("r", "nv"):
-        draws = {int(t[len(rows):]): dr for t, dr in allres.items() if t.startswith(rows) and t[len(rows):].isdigit()}
+        draws = {
+            int(t[len(rows) :]): dr
+            for t, dr in allres.items()
+            if t.startswith(rows) and t[len(rows) :].isdigit()
+        }
         if not draws:
             continue
         for name in names:
@@ -213,7 +220,9 @@ def report(path: str, dev=range(600, 616)) -> None:
             c3 = sum(ceiling(dr, name, 0.03)[0] for s, dr in draws.items() if s in dev)
             c10 = sum(ceiling(dr, name, 0.10)[0] for s, dr in draws.items() if s in dev)
             cpu = np.mean([dr["cpu"][name] for dr in draws.values()])
-            print(f"| {'D' if rows == 'r' else 'C'} | {name} | {passing} of {len(devres)} | {tot['thin']} / {tot['thick']} / {tot['explicit']} / {tot['benign_clean']} / {tot['benign_any']} | {w1} / {w2} | {so} | {du} | {ex} | {100 * bc:.1f} / {100 * ba:.1f} % | {np.median(du_a):.3f} ({du_a.min():.3f}-{du_a.max():.3f}) | {better} of {len(au)} | {min(a[1] for a in au.values()):.3f} | {c3} / {c10} | {cpu:.1f} |")
+            print(
+                f"| {'D' if rows == 'r' else 'C'} | {name} | {passing} of {len(devres)} | {tot['thin']} / {tot['thick']} / {tot['explicit']} / {tot['benign_clean']} / {tot['benign_any']} | {w1} / {w2} | {so} | {du} | {ex} | {100 * bc:.1f} / {100 * ba:.1f} % | {np.median(du_a):.3f} ({du_a.min():.3f}-{du_a.max():.3f}) | {better} of {len(au)} | {min(a[1] for a in au.values()):.3f} | {c3} / {c10} | {cpu:.1f} |"
+            )
 
 
 def per_draw(path: str) -> None:
@@ -225,7 +234,9 @@ def per_draw(path: str) -> None:
     for tag in sorted(allres, key=lambda t: (int(t.lstrip("nvr")), t)):
         dr = allres[tag]
         a = [aucs(dr, n) for n in names]
-        print(f"| {tag.lstrip('nvr')} | {'C' if tag.startswith('nv') else 'D'} | {' / '.join(f'{x[0]:.3f}' for x in a)} | {' / '.join(f'{x[1]:.3f}' for x in a)} |")
+        print(
+            f"| {tag.lstrip('nvr')} | {'C' if tag.startswith('nv') else 'D'} | {' / '.join(f'{x[0]:.3f}' for x in a)} | {' / '.join(f'{x[1]:.3f}' for x in a)} |"
+        )
 
 
 if __name__ == "__main__":
@@ -248,7 +259,9 @@ def rows_table(rows_path: str, saved_path: str) -> None:
         rows = pickle.load(fh)
     with open(saved_path, "rb") as fh:
         saved = pickle.load(fh)
-    print("| refs | score, rows | DU AUC | SO AUC | thin cells failing (of 4) | SO / DU left (implicit mixes) | explicit left | benign max clean / any | ceiling thin <=1 left 3 % / 10 % |")
+    print(
+        "| refs | score, rows | DU AUC | SO AUC | thin cells failing (of 4) | SO / DU left (implicit mixes) | explicit left | benign max clean / any | ceiling thin <=1 left 3 % / 10 % |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     seeds = sorted({int(t[2:]) for t in rows})
     for s in seeds:
@@ -268,7 +281,9 @@ def rows_table(rows_path: str, saved_path: str) -> None:
             ba = max(v["benign"] for v in r.values())
             a = aucs(dr, name)
             c3, c10 = ceiling(dr, name, 0.03)[0], ceiling(dr, name, 0.10)[0]
-            print(f"| {s} | {label} | {a[0]:.3f} | {a[1]:.3f} | {f['thin']} | {so} / {du} | {ex} | {100 * bc:.1f} / {100 * ba:.1f} % | {c3} / {c10} |")
+            print(
+                f"| {s} | {label} | {a[0]:.3f} | {a[1]:.3f} | {f['thin']} | {so} / {du} | {ex} | {100 * bc:.1f} / {100 * ba:.1f} % | {c3} / {c10} |"
+            )
 
 
 if __name__ == "__main__" and sys.argv[1] == "rows":

@@ -56,8 +56,8 @@ def fit_preconditioned(f, model, refs, form: str, batch: int = 32, eps: float = 
     ra = direction_a if form == "L" else direction_a * w
     cos = f._grads(model, held + benign, None, f.params,
                    lambda g: slices.cosines(g * w, ra)).numpy()  # fmt: skip
-    separation = cos[: len(held)].mean(0) - cos[len(held):].mean(0)
-    k = max(1, int(math.ceil(f.slice_fraction * slices.n_slices)))
+    separation = cos[: len(held)].mean(0) - cos[len(held) :].mean(0)
+    k = max(1, math.ceil(f.slice_fraction * slices.n_slices))
     f.slices_, f.separation_ = slices, separation
     f.selected_ = np.sort(np.argsort(-separation, kind="stable")[:k])
     f._setup_scoring(model, direction)
@@ -65,9 +65,10 @@ def fit_preconditioned(f, model, refs, form: str, batch: int = 32, eps: float = 
 
 
 def main(form: str, ref_seed: int, seeds: list[int], out: str, novocab: bool) -> None:
-    import trustlab.lm as lm
     from gradshield_draws_dev import FRACTIONS, _pattern
     from gradshield_refine_dev import dev_pool
+
+    import trustlab.lm as lm
     from trustlab.methods.gradshield import FIHS, organism_references
 
     torch.set_num_threads(1)
