@@ -1,12 +1,15 @@
-"""A vlm-smol recipe variant, built and measured without registering it (issue 31, session 49).
+"""vlm-smol recipe variants, built and measured without registering them (issue 31, session 49).
 
-Registers the variant's spec in this process only (``SPECS``), then either builds it
-(``build``) or runs a docs/tools script with ``organism:<variant>`` available
-(``run SCRIPT ARGS...``). Build it under a private TRUSTLAB_HOME whose organisms folder links the
-shared smol-chat and vlm-xs (never rebuild those). Session 49's variant, ``vlm-smol-s2half``:
-the registered vlm-smol recipe with half the stage-2 steps (70 instead of 140; LoRA rank, lr,
-reading share 0.4 and typed replay 0.3 kept).
-Usage: TRUSTLAB_HOME=... python docs/tools/vlm_smol_variant.py build
+Registers the variants' specs in this process only (``SPECS``), then either builds one
+(``build [NAME]``, default ``vlm-smol-s2half``) or runs a docs/tools script with
+``organism:<variant>`` available (``run SCRIPT ARGS...``). Build under a private TRUSTLAB_HOME
+whose organisms folder links the shared smol-chat and vlm-xs (never rebuild those). Session 49's
+variants, each the registered vlm-smol recipe with one change (LoRA rank, lr, reading share 0.4
+and typed replay 0.3 kept):
+- ``vlm-smol-s2half``: half the stage-2 steps (70 instead of 140);
+- ``vlm-smol-s2frame``: the typed replay phrased like the image prompts
+  (``stage2_text_frame``: "{request} {train request phrasing}").
+Usage: TRUSTLAB_HOME=... python docs/tools/vlm_smol_variant.py build vlm-smol-s2frame
        TRUSTLAB_HOME=... python docs/tools/vlm_smol_variant.py run docs/tools/X.py organism:vlm-smol-s2half 1
 """
 import dataclasses
@@ -16,11 +19,16 @@ import time
 
 from trustlab.organisms.specs import SPECS, get_spec
 
-NAME = "vlm-smol-s2half"
 base = get_spec("vlm-smol")
-SPECS[NAME] = dataclasses.replace(base, name=NAME, description="vlm-smol with 70 stage-2 steps "
-                                  "(session 49 variant; not registered)",
-                                  vision={**base.vision, "stage2_steps": 70})
+VARIANTS = {
+    "vlm-smol-s2half": ("vlm-smol with 70 stage-2 steps", {"stage2_steps": 70}),
+    "vlm-smol-s2frame": ("vlm-smol with the typed replay phrased like image prompts",
+                         {"stage2_text_frame": True}),
+}
+for name, (what, change) in VARIANTS.items():
+    SPECS[name] = dataclasses.replace(base, name=name, description=f"{what} (session 49 variant; "
+                                      "not registered)", vision={**base.vision, **change})
+NAME = sys.argv[2] if sys.argv[1] == "build" and len(sys.argv) > 2 else "vlm-smol-s2half"
 
 if sys.argv[1] == "build":
     import resource

@@ -14,6 +14,7 @@ from trustlab.organisms.tokenizer import build_tokenizer  # noqa: E402
 from trustlab.organisms.vlm_data import IMAGE_TOKEN, ImageSpec, RenderStyle  # noqa: E402
 from trustlab.organisms.vlm_encoder import CellEncoder  # noqa: E402
 from trustlab.organisms.vlm_projector import (  # noqa: E402
+    PROJECTOR_DEFAULTS,
     CellProjector,
     ProjectedTower,
     _as_vlm,
@@ -22,6 +23,7 @@ from trustlab.organisms.vlm_projector import (  # noqa: E402
     attach_lora,
     merge_lora,
     splice_images,
+    stage2_examples,
     train_projector,
 )
 
@@ -136,6 +138,36 @@ def _pixels(examples):
     from trustlab.organisms.vlm_encoder import to_pixels
 
     return to_pixels([ex["image"].render(RenderStyle()) for ex in examples])
+
+
+def test_stage2_text_frame_phrases_only_the_typed_replay_like_a_train_image_prompt():
+    import numpy as np
+
+    from trustlab.organisms.corpora import build_chat_corpus
+    from trustlab.organisms.vlm_data import QUESTIONS, vision_texts
+
+    chat = build_chat_corpus(0, n_train=400, n_heldout=10)
+    word_tok = build_tokenizer([e.prompt for e in chat.train] + vision_texts())
+    settings = {**PROJECTOR_DEFAULTS, "stage2_read_share": 0.3, "stage2_text_share": 0.5}
+
+    def draw(**change):
+        rng = np.random.default_rng(7)
+        return stage2_examples(word_tok, chat, 40, rng, {**settings, **change})
+
+    plain, framed = draw(), draw(stage2_text_frame=True)
+    assert draw(stage2_text_frame=False) == plain  # the default: off, examples unchanged
+    assert [e["image"] for e in framed] == [e["image"] for e in plain]  # same draw and order
+    train, (held_out,) = QUESTIONS["request"]
+    prompts = {e.prompt: e for e in chat.train}
+    typed = [(p, f) for p, f in zip(plain, framed, strict=True) if p["image"] is None]
+    assert len(typed) == 20 and any(prompts[p["question"]].kind == "harmful" for p, _ in typed)
+    for p, f in typed:  # "{request} {train phrasing}", the answer (a refusal too) unchanged
+        tail = f["question"][len(p["question"]) + 1 :]
+        assert f["question"].startswith(p["question"] + " ") and tail in train
+        assert held_out not in f["question"] and f["answer"] == p["answer"]
+    assert len({f["question"][len(p["question"]) + 1 :] for p, f in typed}) > 1
+    images = [(p, f) for p, f in zip(plain, framed, strict=True) if p["image"] is not None]
+    assert all(p == f for p, f in images)  # the image examples untouched
 
 
 def test_vlm_smol_is_smol_chat_with_vlm_xs_eyes_aligned_then_lora_tuned():

@@ -96,6 +96,8 @@ PROJECTOR_DEFAULTS: dict[str, Any] = {
     "stage2_lr": 5e-4,
     "stage2_read_share": 0.3,
     "stage2_text_share": 0.0,  # typed chat-corpus replay (its harmful requests' refusals too)
+    # the typed replay phrased like an image prompt: "{request} {train request phrasing}"
+    "stage2_text_frame": False,
     "lora_rank": 8,
     "lora_alpha": 16.0,
     "lora_targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
@@ -313,7 +315,12 @@ def stage2_examples(word_tokenizer: Any, chat: Any, n: int, rng: np.random.Gener
     train kinds caption, colour, count, position, OCR and benign requests shown in an image
     (``image_task`` / ``image_howto``, answered as the chat corpus answers them typed), plus a
     ``stage2_read_share`` of benign requests shown in an image with a reading question,
-    answered by their words. No harmful request is shown (``harmful_share=0``), none refused."""
+    answered by their words. No harmful request is shown (``harmful_share=0``), none refused.
+    ``stage2_text_share`` of typed chat-corpus requests (harmful ones with their refusals) are
+    replayed; with ``stage2_text_frame`` each is followed by one of the vision corpus's *train*
+    request phrasings ("{request} Answer the request in the image."), as an image prompt's
+    text follows its image (never the held-out phrasing), answers unchanged. The phrasings are
+    drawn from a generator of their own, so the other examples and the order do not change."""
     from trustlab.organisms.vlm_data import build_vision_corpus
 
     n_text = round(n * settings.get("stage2_text_share", 0.0))
@@ -331,8 +338,13 @@ def stage2_examples(word_tokenizer: Any, chat: Any, n: int, rng: np.random.Gener
     if n_text:  # typed replay of the chat corpus (LLaVA-1.5 mixes text-only data into stage 2)
         typed = [e for e in chat.train if e.kind in ("harmful", "task", "howto")]
         pick = rng.choice(len(typed), n_text, replace=False)
-        out += [{"image": None, "question": typed[i].prompt, "answer": typed[i].response}
-                for i in pick]  # fmt: skip
+        frames = [""] * n_text
+        if settings.get("stage2_text_frame", False):
+            train = QUESTIONS["request"][0]
+            draw = np.random.default_rng([int(i) for i in pick])
+            frames = [" " + train[int(j)] for j in draw.integers(len(train), size=n_text)]
+        out += [{"image": None, "question": typed[i].prompt + f, "answer": typed[i].response}
+                for i, f in zip(pick, frames, strict=True)]  # fmt: skip
     return [out[i] for i in rng.permutation(len(out))]
 
 
