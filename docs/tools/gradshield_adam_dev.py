@@ -139,12 +139,6 @@ def score(out: str, paths: list[str]) -> None:
 
 
 # -- report ------------------------------------------------------------------------------------
-def _auc(pos, neg) -> float:
-    from scipy.stats import mannwhitneyu
-
-    return float(mannwhitneyu(pos, neg).statistic / (len(pos) * len(neg)))
-
-
 def per_mix(dr: dict, name: str) -> dict:
     res = {}
     for key, (idx, h) in dr["meta"].items():
@@ -165,7 +159,9 @@ def aucs(dr: dict, name: str) -> tuple[float, float]:
             pt.append(dr["pattern"][idx])
     sc, pt = np.concatenate(sc), np.concatenate(pt)
     ben = np.isin(pt, ("task", "howto"))
-    return _auc(sc[pt == "dual_use"], sc[ben]), _auc(sc[pt == "shallow_opener"], sc[ben])
+    from gradshield_draws_dev import auc
+
+    return auc(sc[pt == "dual_use"], sc[ben]), auc(sc[pt == "shallow_opener"], sc[ben])
 
 
 def ceiling(dr: dict, name: str, budget: float) -> tuple[int, int]:

@@ -159,9 +159,11 @@ def plain(d: dict, key: str = "g") -> np.ndarray:
 
 
 def auc(pos: np.ndarray, neg: np.ndarray) -> float:
-    from scipy.stats import mannwhitneyu
+    """ROC-AUC of ``pos`` against ``neg`` (the substrate's Mann-Whitney form, ties one half)."""
+    from trustlab.stats import roc_auc_ci
 
-    return float(mannwhitneyu(pos, neg).statistic / (len(pos) * len(neg)))
+    pos, neg = np.asarray(pos, float), np.asarray(neg, float)
+    return float(roc_auc_ci(np.r_[np.ones(pos.size), np.zeros(neg.size)], np.r_[pos, neg]).auc)
 
 
 def default_removed(d: dict, idx: np.ndarray) -> np.ndarray:

@@ -15,8 +15,11 @@ from trustlab.organisms.vlm_data import build_vision_corpus
 from trustlab.organisms.vlm_metrics import word_tokenizer
 
 def auc(pos, neg):
-    pos, neg = np.asarray(pos), np.asarray(neg)
-    return float(((pos[:, None] > neg[None]) + 0.5 * (pos[:, None] == neg[None])).mean())
+    """ROC-AUC of ``pos`` against ``neg`` (the substrate's Mann-Whitney form, ties one half)."""
+    from trustlab.stats import roc_auc_ci
+
+    pos, neg = np.asarray(pos, float), np.asarray(neg, float)
+    return float(roc_auc_ci(np.r_[np.ones(pos.size), np.zeros(neg.size)], np.r_[pos, neg]).auc)
 
 model_name, seed = sys.argv[1], int(sys.argv[2])
 t0 = time.process_time()

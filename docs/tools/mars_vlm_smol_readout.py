@@ -31,8 +31,11 @@ from trustlab.organisms.vlm_data import QUESTIONS
 
 
 def auc(pos, neg):
-    pos, neg = np.asarray(pos), np.asarray(neg)
-    return float(((pos[:, None] > neg[None]) + 0.5 * (pos[:, None] == neg[None])).mean())
+    """ROC-AUC of ``pos`` against ``neg`` (the substrate's Mann-Whitney form, ties one half)."""
+    from trustlab.stats import roc_auc_ci
+
+    pos, neg = np.asarray(pos, float), np.asarray(neg, float)
+    return float(roc_auc_ci(np.r_[np.ones(pos.size), np.zeros(neg.size)], np.r_[pos, neg]).auc)
 
 
 INSTR = QUESTIONS["request"][0]  # train phrasings only

@@ -481,10 +481,10 @@ def train_projector(lm_model: Any, tower: ProjectedTower, tokenizer: Any,
         loss = F.cross_entropy(logits, target[sel])
         losses.append(float(loss.detach()))
         if align_weight > 0:
-            extra = _alignment_loss(tower.projector, bank[pick], fill[pick], index[pick], table)
-            if extra is not None:
-                joint_align.append(float(extra.detach()))
-                loss = loss + align_weight * extra
+            aux = _alignment_loss(tower.projector, bank[pick], fill[pick], index[pick], table)
+            if aux is not None:
+                joint_align.append(float(aux.detach()))
+                loss = loss + align_weight * aux
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
